@@ -1,0 +1,294 @@
+"""Run records: one closed vocabulary shared by every component and stored as stable Parquet columns.
+
+Every record is a frozen-by-convention pydantic model. Its Parquet layout is declared explicitly in
+:mod:`ecdysis.schemas`; nested values (messages, tool calls, breakdowns) are stored as JSON text columns so the
+column set never depends on the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware (UTC)."""
+    return datetime.now(UTC)
+
+
+class Record(BaseModel):
+    """Base of every stored record: unknown fields are rejected so typos never pass silently."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+class Split(StrEnum):
+    """Which partition of a benchmark a task belongs to."""
+
+    TRAIN = "train"
+    TEST = "test"
+
+
+class TerminationReason(StrEnum):
+    """Why an episode ended. Closed vocabulary; stored as its string value."""
+
+    AGENT_STOP = "agent_stop"
+    USER_STOP = "user_stop"
+    MAX_STEPS = "max_steps"
+    TOO_MANY_ERRORS = "too_many_errors"
+    TIMEOUT = "timeout"
+    HARNESS_ERROR = "harness_error"
+    SANDBOX_ERROR = "sandbox_error"
+    LLM_ERROR = "llm_error"
+    INFRASTRUCTURE_ERROR = "infrastructure_error"
+    OUT_OF_MEMORY = "out_of_memory"
+    PROTOCOL_ERROR = "protocol_error"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+    @property
+    def is_infrastructure(self) -> bool:
+        """Infrastructure endings are retried and never count as evidence about the harness or the model."""
+        return self in INFRASTRUCTURE_REASONS
+
+    @property
+    def is_normal_stop(self) -> bool:
+        """Only a normal stop can earn a reward (τ²-bench semantics)."""
+        return self in (TerminationReason.AGENT_STOP, TerminationReason.USER_STOP)
+
+
+INFRASTRUCTURE_REASONS = frozenset({TerminationReason.SANDBOX_ERROR, TerminationReason.INFRASTRUCTURE_ERROR})
+
+
+class Role(StrEnum):
+    """Who made an LLM call."""
+
+    TASK = "task"
+    USER = "user"
+    DIAGNOSER = "diagnoser"
+    ANALYST = "analyst"
+    CRITIC = "critic"
+    ENGINEER = "engineer"
+    MODERATOR = "moderator"
+    CODER = "coder"
+
+
+class Method(StrEnum):
+    """How a run organises evidence into harness modifications."""
+
+    DIRECT = "direct"
+    HUMAN = "human"
+    SE = "se"
+    ECDYSIS = "ecdysis"
+    ECDYSIS_FDCR = "ecdysis-fdcr"
+
+
+class Task(Record):
+    """One benchmark task."""
+
+    benchmark: str = "tau2"
+    domain: str
+    task_id: str
+    split: Split | None = None
+
+
+class ToolCall(Record):
+    """A tool call the agent asked for, and what the harness did with it."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    executed: bool
+    blocked_reason: str | None = None
+    result: str | None = None
+    error: bool = False
+    annotation: str | None = None
+    step: int = 0
+
+
+class TokenUsage(Record):
+    """Token counts of one or many LLM calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
+        )
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Trajectory(Record):
+    """Everything one episode did, and how it was graded."""
+
+    trajectory_id: str
+    run_id: str
+    round: int = 0
+    phase: str = "eval"
+    task: Task
+    model: str
+    trial: int = 0
+    seed: int = 0
+    harness_hash: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    termination_reason: TerminationReason
+    error: str | None = None
+    reward: float = 0.0
+    reward_breakdown: dict[str, float] = Field(default_factory=dict)
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    llm_calls: int = 0
+    cache_hits: int = 0
+    cost_usd: float | None = None
+    wall_time_s: float = 0.0
+    attempt: int = 0
+    created_at: datetime = Field(default_factory=utc_now)
+
+
+class FailureRecord(Record):
+    """Evidence from one trajectory that scored below the threshold."""
+
+    failure_id: str
+    run_id: str
+    round: int
+    trajectory_id: str
+    task_id: str
+    domain: str
+    model: str
+    reward: float
+    failure_decision: str
+    termination_reason: TerminationReason
+    tool_call_history: list[ToolCall] = Field(default_factory=list)
+    context_excerpt: str = ""
+    signature: str
+    failing_component: str = "unknown"
+
+
+class FailurePattern(Record):
+    """A recurring failure signature and its support across tasks and models."""
+
+    signature: str
+    description: str
+    task_ids: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    failure_ids: list[str] = Field(default_factory=list)
+    systematic: bool = False
+
+
+class ProposedChange(Record):
+    """One concrete change to the harness."""
+
+    component: Literal["system_prompt", "skills", "validation_rules", "annotations", "loop_control", "other"]
+    description: str
+    rationale: str
+    evidence: list[str] = Field(default_factory=list, description="Failure record ids supporting this change.")
+    addresses: list[str] = Field(default_factory=list, description="Failure-pattern signatures addressed.")
+
+
+class ModificationSpec(Record):
+    """A structured description of what the coding agent must change."""
+
+    spec_id: str = ""
+    run_id: str = ""
+    round: int = 0
+    failure_patterns: list[FailurePattern] = Field(default_factory=list)
+    proposed_changes: list[ProposedChange] = Field(default_factory=list)
+    implementation_notes: str = ""
+    must_not_change: list[str] = Field(default_factory=list)
+
+
+class HarnessVersion(Record):
+    """A content-addressed harness bundle and its lineage."""
+
+    harness_hash: str
+    parent_hash: str | None = None
+    run_id: str = ""
+    round: int = 0
+    spec_id: str | None = None
+    diff: str = ""
+    train_score: float | None = None
+    test_score: float | None = None
+    accepted: bool = False
+    rejection_reason: str | None = None
+    created_at: datetime = Field(default_factory=utc_now)
+
+
+class PhaseStats(Record):
+    """Wall time and tokens spent in one phase of a round."""
+
+    wall_time_s: float = 0.0
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    llm_calls: int = 0
+
+
+class RoundResult(Record):
+    """The outcome of one training round."""
+
+    run_id: str
+    round: int
+    method: Method
+    base_hash: str
+    candidate_hash: str | None = None
+    base_score: float
+    candidate_score: float | None = None
+    accepted: bool = False
+    n_failures: int = 0
+    modification_calls: int = 0
+    phases: dict[str, PhaseStats] = Field(default_factory=dict)
+    note: str = ""
+    created_at: datetime = Field(default_factory=utc_now)
+
+
+class LLMCallRecord(Record):
+    """Accounting for one LLM call made through the gateway."""
+
+    call_id: str
+    run_id: str = ""
+    round: int = 0
+    task_id: str | None = None
+    trajectory_id: str | None = None
+    role: Role
+    model: str
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    retries: int = 0
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utc_now)
+
+
+class RunManifest(Record):
+    """Enough to reproduce a run: config, versions, seeds, models and tasks."""
+
+    run_id: str
+    kind: Literal["train", "eval"] = "train"
+    method: Method | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    config_hash: str = ""
+    package_versions: dict[str, str] = Field(default_factory=dict)
+    seed: int = 0
+    models: list[str] = Field(default_factory=list)
+    tasks: list[Task] = Field(default_factory=list)
+    status: Literal["running", "finished", "failed", "stopped"] = "running"
+    created_at: datetime = Field(default_factory=utc_now)
+    finished_at: datetime | None = None
+    final_harness_hash: str | None = None
+    note: str = ""
+
+
+def stable_hash(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value``: equal inputs give equal keys on any machine."""
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
