@@ -72,6 +72,18 @@ class LLMClient(Protocol):
         ...
 
 
+class ScriptedModelFn(Protocol):
+    """A deterministic model living in Python, addressed as ``scripted/<module>:<function>``.
+
+    Called with the conversation, the tool schemas (or None) and the gateway context (role, run_id, round,
+    task_id, domain, trial...). Returns the reply text, or an assistant message dict in OpenAI shape
+    (``{"content": ..., "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": json}}]}``).
+    """
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 context: dict[str, Any]) -> str | dict[str, Any]: ...
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """One started sandbox running the in-container runtime over line-delimited JSON on stdio."""
@@ -121,6 +133,14 @@ class Store(Protocol):
 
     def get_blob(self, digest: str) -> bytes:
         """The blob stored under ``digest``."""
+        ...
+
+    def put_object(self, namespace: str, key: str, data: bytes) -> None:
+        """Store ``data`` under a caller-chosen key (response cache, checkpoints). Atomic; last write wins."""
+        ...
+
+    def get_object(self, namespace: str, key: str) -> bytes | None:
+        """The object under ``key``, or None."""
         ...
 
 
