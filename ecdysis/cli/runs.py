@@ -1,0 +1,101 @@
+"""``ecdysis runs list`` and ``ecdysis runs show RUN``: what a store holds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
+from ecdysis.records import RoundResult, RunManifest
+from ecdysis.schemas import DATASETS
+from ecdysis.store import StoreError
+
+runs_app = typer.Typer(help="Inspect runs in a store.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``runs`` command group to ``app``."""
+    app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("list")
+def list_runs(store: StoreOption = DEFAULT_STORE) -> None:
+    """List the runs in a store (one row per run manifest)."""
+    artifacts = open_store(store)
+    try:
+        manifests = artifacts.list_runs()
+    except StoreError as err:
+        fail(str(err))
+    if not manifests:
+        console.print(f"no runs in {artifacts.uri}", highlight=False)
+        return
+    table = Table(title=f"runs in {artifacts.uri}")
+    for column in ("run", "kind", "method", "status", "created", "models"):
+        table.add_column(column, no_wrap=column == "run", overflow="fold")
+    for m in manifests:
+        table.add_row(m.run_id, m.kind, m.method.value if m.method else "-", m.status,
+                      m.created_at.strftime("%Y-%m-%d %H:%M:%S"), ", ".join(m.models) or "-")
+    console.print(table)
+
+
+@runs_app.command("show")
+def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOption = DEFAULT_STORE) -> None:
+    """Show a run: its manifest, its rounds and how many rows each dataset holds for it."""
+    artifacts = open_store(store)
+    try:
+        manifest = artifacts.read_manifest(run)
+        counts = {name: artifacts.count(name, run_id=run) for name in DATASETS}
+        rounds = artifacts.read("rounds", run_id=run) if counts["rounds"] else []
+    except (StoreError, ValueError) as err:
+        fail(str(err))
+    if manifest is None and not any(counts.values()):
+        fail(f"run {run!r} not found in {artifacts.uri}")
+    _print_manifest(run, manifest)
+    _print_rounds(rounds)
+    table = Table(title="rows per dataset")
+    table.add_column("dataset")
+    table.add_column("rows", justify="right")
+    for name, n in counts.items():
+        table.add_row(name, str(n))
+    console.print(table)
+
+
+def _print_manifest(run: str, manifest: RunManifest | None) -> None:
+    if manifest is None:
+        console.print(f"run {run}: [yellow]no manifest[/]", highlight=False)
+        return
+    table = Table(title=f"run {manifest.run_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    rows = {
+        "kind": manifest.kind,
+        "method": manifest.method.value if manifest.method else "-",
+        "status": manifest.status,
+        "created": manifest.created_at.isoformat(),
+        "finished": manifest.finished_at.isoformat() if manifest.finished_at else "-",
+        "seed": str(manifest.seed),
+        "models": ", ".join(manifest.models) or "-",
+        "tasks": str(len(manifest.tasks)),
+        "config hash": manifest.config_hash or "-",
+        "final harness": manifest.final_harness_hash or "-",
+        "note": manifest.note or "-",
+    }
+    for key, value in rows.items():
+        table.add_row(key, value)
+    console.print(table)
+
+
+def _print_rounds(rounds: list[RoundResult]) -> None:
+    if not rounds:
+        console.print("no rounds recorded")
+        return
+    table = Table(title="rounds")
+    for column in ("round", "method", "base", "candidate", "accepted", "failures"):
+        table.add_column(column)
+    for r in sorted(rounds, key=lambda r: (r.round, r.created_at)):
+        table.add_row(str(r.round), r.method.value, f"{r.base_score:.3f}",
+                      "-" if r.candidate_score is None else f"{r.candidate_score:.3f}",
+                      "yes" if r.accepted else "no", str(r.n_failures))
+    console.print(table)

@@ -1,0 +1,188 @@
+"""Run configuration: one YAML file, validated by pydantic, every bad field reported with its dotted path.
+
+Each section is its own small model (``extra="forbid"``, strict types, a docstring under every field), so a
+component can own its section and the lead can swap a placeholder (``sandbox``, ``llm``) for that component's
+model without touching the rest. Example::
+
+    cfg = load_config("configs/demo.yaml")
+    cfg.training.max_rounds
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ecdysis.records import Method, stable_hash
+
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ConfigError(ValueError):
+    """An unreadable or invalid config. ``errors`` holds ``(dotted.path, message)`` pairs."""
+
+    def __init__(self, source: str, errors: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.errors = errors
+        lines = "\n".join(f"  {path}: {message}" if path else f"  {message}" for path, message in errors)
+        super().__init__(f"invalid config {source}:\n{lines}")
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, values are not silently coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+
+class StorageConfig(Section):
+    """Where runs are stored."""
+
+    uri: str = "./runs"
+    """Store URI: a local path (default ``./runs``), ``file:///abs/path`` or ``s3://bucket/prefix``. The S3
+    endpoint comes from ``ECDYSIS_S3_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL``), credentials from the AWS chain."""
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        from ecdysis.store.uri import parse_store_uri
+
+        parse_store_uri(value)  # raises UnsupportedURIError (a ValueError), reported on storage.uri
+        return value
+
+
+class RayConfig(Section):
+    """How to reach Ray."""
+
+    address: str | None = None
+    """Address of an existing Ray cluster (``ray://host:10001`` or ``auto``); None starts a local Ray."""
+    num_cpus: int | None = Field(default=None, ge=1)
+    """CPUs for a local Ray (None: all of this machine's). Ignored when ``address`` is set."""
+
+
+class BenchmarkConfig(Section):
+    """Which τ²-bench tasks to train and evaluate on."""
+
+    domain: Literal["airline", "retail", "mock"]
+    """τ²-bench domain."""
+    train_tasks: int = Field(default=20, ge=0)
+    """How many training tasks to draw (seeded by ``selection_seed``)."""
+    test_tasks: int = Field(default=20, ge=0)
+    """How many held-out tasks to draw for the final evaluation."""
+    task_ids: list[str] | None = None
+    """Explicit task ids to use instead of a seeded draw (None: draw)."""
+    trials: int = Field(default=3, ge=1)
+    """Trials per task in the held-out evaluation (pass^k)."""
+    selection_seed: int = 0
+    """Seed of the task draw, so a run's split can be reproduced."""
+
+
+class ModelsConfig(Section):
+    """litellm model strings per role (``scripted/<module>:<fn>`` for in-package deterministic models)."""
+
+    task: list[str] = Field(min_length=1)
+    """Task (agent) models; the final harness is evaluated on each. A single string is accepted."""
+    user: str
+    """User-simulator model."""
+    diagnoser: str
+    """Model behind diagnosis (and the FDCR roles)."""
+    coder: str
+    """Model behind the coding agent."""
+
+    @field_validator("task", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class TrainingConfig(Section):
+    """How the harness is trained."""
+
+    method: Literal["se", "ecdysis", "ecdysis-fdcr"] = "ecdysis"
+    """``se`` (one modification per failure, in sequence), ``ecdysis`` (batch aggregation) or ``ecdysis-fdcr``
+    (batch aggregation + Analyst/Critic/Engineer refinement)."""
+    max_rounds: int = Field(default=3, ge=0)
+    """Maximum training rounds."""
+    failure_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    """A trajectory whose reward is below this becomes a failure record."""
+    fdcr_passes: int = Field(default=2, ge=1)
+    """Analyst → Critic → Engineer passes before the Moderator (``ecdysis-fdcr`` only)."""
+
+    @property
+    def method_enum(self) -> Method:
+        """``method`` as the shared :class:`~ecdysis.records.Method` vocabulary."""
+        return Method(self.method)
+
+
+class RunConfig(Section):
+    """A whole run, as written in YAML."""
+
+    run_name: str = Field(min_length=1, max_length=100)
+    """Name of the run (letters, digits, ``_ . -``); run ids are derived from it."""
+    seed: int = 0
+    """Master seed of the run."""
+    storage: StorageConfig = StorageConfig()
+    """Where artifacts go."""
+    ray: RayConfig = RayConfig()
+    """Ray cluster settings."""
+    benchmark: BenchmarkConfig
+    """Tasks to train and evaluate on."""
+    models: ModelsConfig
+    """Models per role."""
+    training: TrainingConfig = TrainingConfig()
+    """Training method and budget."""
+    sandbox: dict[str, Any] = Field(default_factory=dict)
+    """Sandbox settings (placeholder: owned by the sandbox component)."""
+    llm: dict[str, Any] = Field(default_factory=dict)
+    """LLM gateway settings (placeholder: owned by the gateway component)."""
+
+    @field_validator("run_name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not _RUN_NAME.match(value):
+            raise ValueError("use letters, digits, '_', '.', '-' (starting with a letter or digit)")
+        return value
+
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON of this config (for :class:`~ecdysis.records.RunManifest`)."""
+        return stable_hash(self.model_dump(mode="json"))
+
+
+def parse_config(data: Any, source: str = "<config>") -> RunConfig:
+    """A :class:`RunConfig` from already-parsed YAML/JSON data; raises :class:`ConfigError`."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, [("", f"top level must be a mapping, got {type(data).__name__}")])
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(source, _field_errors(err)) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> RunConfig:
+    """The :class:`RunConfig` in the YAML file at ``path``; raises :class:`ConfigError` naming each bad field."""
+    source = os.fspath(path)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(source, [("", f"cannot read file: {err.strerror or err}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(source, [("", f"not valid YAML: {err}")]) from None
+    return parse_config({} if data is None else data, source)
+
+
+def _field_errors(err: ValidationError) -> list[tuple[str, str]]:
+    out = []
+    for item in err.errors(include_url=False):
+        path = ".".join(str(part) for part in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] not in ("missing", "extra_forbidden") and "input" in item:
+            shown = repr(item["input"])
+            message += f" (got {shown[:77] + '...' if len(shown) > 80 else shown})"
+        out.append((path, message))
+    return out

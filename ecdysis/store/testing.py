@@ -1,0 +1,59 @@
+"""A real S3-compatible HTTP server on loopback (moto), for tests and offline demos of the S3 backend.
+
+Needs the ``moto[server]`` extra (a dev dependency). Example::
+
+    with moto_s3_server() as endpoint:
+        os.environ["ECDYSIS_S3_ENDPOINT_URL"] = endpoint
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import IO
+
+START_TIMEOUT_S = 60.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def moto_s3_server(host: str = "127.0.0.1") -> Iterator[str]:
+    """Run ``python -m moto.server`` on a free loopback port; yields its endpoint URL; stops it on exit."""
+    port = free_port(host)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_listening(proc, host, port, log)
+            yield f"http://{host}:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], host: str, port: int, log: IO[bytes]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"moto server exited with {proc.returncode}: {log.read().decode(errors='replace')}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"moto server did not listen on {host}:{port} within {START_TIMEOUT_S:.0f}s")

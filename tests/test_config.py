@@ -1,0 +1,129 @@
+"""RunConfig loading: defaults, a full example, and errors that name each bad field by its dotted path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from ecdysis.config import ConfigError, RunConfig, load_config, parse_config
+from ecdysis.records import Method
+
+MINIMAL = """
+run_name: demo
+benchmark: {domain: mock}
+models: {task: scripted/ecdysis.x:agent, user: u, diagnoser: d, coder: c}
+"""
+
+FULL = """
+run_name: airline-fdcr.v1
+seed: 7
+storage: {uri: s3://bucket/ecdysis}
+ray: {address: auto, num_cpus: 8}
+benchmark:
+  domain: airline
+  train_tasks: 10
+  test_tasks: 5
+  task_ids: ["1", "2"]
+  trials: 4
+  selection_seed: 3
+models:
+  task: [openai/gpt-4.1, deepseek/deepseek-chat]
+  user: openai/gpt-4.1-mini
+  diagnoser: openai/gpt-4.1
+  coder: openai/gpt-4.1
+training: {method: ecdysis-fdcr, max_rounds: 5, failure_threshold: 0.5, fdcr_passes: 3}
+sandbox: {backend: docker, memory_mb: 512}
+llm: {cache: true}
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, MINIMAL))
+    assert cfg.storage.uri == "./runs"
+    assert cfg.ray.address is None and cfg.ray.num_cpus is None
+    assert (cfg.benchmark.train_tasks, cfg.benchmark.test_tasks, cfg.benchmark.trials) == (20, 20, 3)
+    assert cfg.benchmark.task_ids is None
+    assert cfg.models.task == ["scripted/ecdysis.x:agent"]
+    assert (cfg.training.method, cfg.training.max_rounds, cfg.training.failure_threshold) == ("ecdysis", 3, 1.0)
+    assert cfg.training.fdcr_passes == 2
+    assert cfg.sandbox == {} and cfg.llm == {}
+
+
+def test_full_config(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, FULL))
+    assert cfg.seed == 7
+    assert cfg.storage.uri == "s3://bucket/ecdysis"
+    assert cfg.ray.num_cpus == 8
+    assert cfg.benchmark.task_ids == ["1", "2"]
+    assert cfg.models.task == ["openai/gpt-4.1", "deepseek/deepseek-chat"]
+    assert cfg.training.method_enum is Method.ECDYSIS_FDCR
+    assert cfg.sandbox["memory_mb"] == 512
+    assert cfg.config_hash() == parse_config(cfg.model_dump(mode="json")).config_hash()
+    assert cfg.config_hash() != load_config(_write(tmp_path, MINIMAL)).config_hash()
+
+
+def test_every_field_has_a_docstring() -> None:
+    sections: list[type[BaseModel]] = [RunConfig]
+    for field in RunConfig.model_fields.values():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            sections.append(field.annotation)
+    assert len(sections) == 6
+    for section in sections:
+        for name, field in section.model_fields.items():
+            assert field.description, f"{section.__name__}.{name} has no docstring"
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ("training: {max_rounds: three}", "training.max_rounds: Input should be a valid integer"),
+        ("training: {max_rounds: 2.5}", "training.max_rounds: Input should be a valid integer"),
+        ("training: {method: magic}", "training.method: Input should be 'se', 'ecdysis' or 'ecdysis-fdcr'"),
+        ("training: {failure_threshold: 2}", "training.failure_threshold: Input should be less than or equal to 1"),
+        ("training: {bogus: 1}", "training.bogus: Extra inputs are not permitted"),
+        ("ray: {num_cpus: '4'}", "ray.num_cpus: Input should be a valid integer"),
+        ("storage: {uri: ftp://x/y}", "storage.uri: unsupported store URI scheme 'ftp'"),
+        ("extra_section: 1", "extra_section: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_field_is_named_by_path(tmp_path: Path, patch: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, MINIMAL + patch + "\n"))
+    assert expected in str(info.value)
+    assert str(tmp_path / "run.yaml") in str(info.value)
+
+
+def test_all_bad_fields_are_listed(tmp_path: Path) -> None:
+    text = "run_name: 'bad name'\nbenchmark: {domain: mars, trials: 0}\nmodels: {task: [], user: u}\n"
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    paths = [path for path, _ in info.value.errors]
+    assert paths == ["run_name", "benchmark.domain", "benchmark.trials", "models.task", "models.diagnoser",
+                     "models.coder"]
+    assert "models.coder: Field required" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("run_name: [unclosed\n", "not valid YAML"),
+        ("- a\n- b\n", "top level must be a mapping, got list"),
+        ("", "run_name: Field required"),
+    ],
+)
+def test_unusable_files(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_config(_write(tmp_path, text))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"(?s)nope\.yaml.*cannot read file: No such file"):
+        load_config(tmp_path / "nope.yaml")
