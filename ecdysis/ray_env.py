@@ -1,0 +1,38 @@
+"""Starting or joining Ray the same way from the CLI, tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, Any]:
+    """Join the cluster at ``address`` or start a local Ray; returns the cluster's resources.
+
+    Environment variables the trusted side needs (provider keys, store endpoint, the test switch) are passed to
+    workers through the runtime environment, so remote nodes see them as well.
+    """
+    import ray
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if not ray.is_initialized():
+        forwarded = {k: v for k, v in os.environ.items() if _forwarded(k)}
+        kwargs: dict[str, Any] = {
+            "runtime_env": {"env_vars": forwarded},
+            "include_dashboard": False,
+            "logging_level": "WARNING",
+            "log_to_driver": os.environ.get("ECDYSIS_RAY_LOGS") == "1",
+        }
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=num_cpus, **kwargs)
+    return dict(ray.cluster_resources())
+
+
+def _forwarded(key: str) -> bool:
+    return (
+        key.startswith(("ECDYSIS_", "LITELLM_", "AWS_"))
+        or key.endswith(("_API_KEY", "_API_BASE", "_BASE_URL"))
+    )

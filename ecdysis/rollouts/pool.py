@@ -1,0 +1,123 @@
+"""The batch layer: the only place that owns concurrency, retries of infrastructure faults, and storage."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ecdysis.records import TerminationReason, Trajectory, stable_hash
+from ecdysis.rollouts.settings import RolloutSettings
+from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory
+
+ProgressFn = Callable[[Trajectory], None]
+
+
+def trajectory_id(request: Any, attempt: int) -> str:
+    """Deterministic id: a retried or resumed episode writes under the same name, so rows are never doubled."""
+    key = [request.run_id, request.round, request.phase, request.harness_hash, request.task.domain,
+           request.task.task_id, request.model, request.trial, attempt]
+    return stable_hash(key)[:20]
+
+
+class RolloutPool:
+    """Runs episode requests on `RolloutWorker` actors spread over the Ray cluster.
+
+    Infrastructure endings (sandbox crash, worker loss) are retried up to ``settings.max_attempts`` attempts; the
+    last attempt's record is kept and excluded from metrics by its termination reason. Every trajectory is
+    written to the store as soon as it finishes.
+
+    Example::
+
+        pool = RolloutPool(RolloutSettings(sandbox={"type": "process"}), store=ArtifactStore("./runs"))
+        trajectories = pool.evaluate(requests)
+        pool.close()
+    """
+
+    def __init__(self, settings: RolloutSettings, *, store: Any | None = None) -> None:
+        import ray
+
+        self.settings = settings
+        self.store = store
+        n_workers = settings.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._actor_cls = ray.remote(RolloutWorker).options(  # type: ignore[attr-defined]
+            num_cpus=0, max_concurrency=settings.episodes_per_worker, scheduling_strategy="SPREAD",
+            max_restarts=0,
+        )
+        self._workers = [self._new_worker() for _ in range(n_workers)]
+        self.retries = 0
+        self.workers_lost = 0
+
+    def _new_worker(self) -> Any:
+        return self._actor_cls.remote(self.settings)
+
+    @property
+    def capacity(self) -> int:
+        """How many episodes run at once."""
+        return len(self._workers) * self.settings.episodes_per_worker
+
+    def evaluate(self, requests: Sequence[Any], *, on_result: ProgressFn | None = None) -> list[Trajectory]:
+        """Run every request; returns the final trajectory of each, in request order."""
+        import ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+        results: dict[int, Trajectory] = {}
+        pending: list[tuple[int, int]] = [(i, 0) for i in range(len(requests))]  # (request index, attempt)
+        in_flight: dict[Any, tuple[int, int, Any]] = {}
+        load = {id(w): 0 for w in self._workers}
+        while pending or in_flight:
+            while pending and len(in_flight) < self.capacity:
+                index, attempt = pending.pop(0)
+                worker = min(self._workers, key=lambda w: load[id(w)])
+                load[id(worker)] += 1
+                in_flight[worker.run.remote(requests[index])] = (index, attempt, worker)
+            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=5.0)
+            for ref in done:
+                index, attempt, worker = in_flight.pop(ref)
+                load[id(worker)] = load.get(id(worker), 1) - 1
+                request = requests[index]
+                started = time.monotonic()
+                try:
+                    trajectory: Trajectory = ray.get(ref)
+                except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
+                    self._replace(worker, load)
+                    trajectory = failed_trajectory(request, TerminationReason.INFRASTRUCTURE_ERROR,
+                                                   f"rollout worker lost: {exc}"[:2000],
+                                                   wall_time_s=time.monotonic() - started)
+                trajectory = trajectory.model_copy(update={"trajectory_id": trajectory_id(request, attempt),
+                                                           "attempt": attempt})
+                if trajectory.termination_reason.is_infrastructure and attempt + 1 < self.settings.max_attempts:
+                    self.retries += 1
+                    self._write(trajectory)
+                    pending.append((index, attempt + 1))
+                    continue
+                self._write(trajectory)
+                results[index] = trajectory
+                if on_result is not None:
+                    on_result(trajectory)
+        return [results[i] for i in range(len(requests))]
+
+    def _replace(self, worker: Any, load: dict[int, int]) -> None:
+        if worker in self._workers:
+            self.workers_lost += 1
+            self._workers.remove(worker)
+            fresh = self._new_worker()
+            self._workers.append(fresh)
+            load[id(fresh)] = 0
+
+    def _write(self, trajectory: Trajectory) -> None:
+        if self.store is not None:
+            self.store.append("trajectories", [trajectory], run_id=trajectory.run_id, round=trajectory.round,
+                              batch_id=f"{trajectory.phase}-{trajectory.trajectory_id}")
+
+    def close(self) -> None:
+        """Shut down every worker (closing its sandboxes) and release the actors."""
+        import ray
+
+        refs = [w.shutdown.remote() for w in self._workers]
+        with contextlib.suppress(Exception):  # a dead worker has nothing left to close
+            ray.get(refs, timeout=30)
+        for worker in self._workers:
+            ray.kill(worker)
+        self._workers = []

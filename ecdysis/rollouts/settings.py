@@ -1,0 +1,30 @@
+"""What a rollout worker needs to build its parts in its own process (serializable, no live objects)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RolloutSettings(BaseModel):
+    """Settings shipped to every `RolloutWorker`; each worker builds its gateway, sandbox and store from them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    store_uri: str = "./runs"
+    """Artifact store for trajectories, llm_calls and the response cache."""
+    gateway: dict[str, Any] = Field(default_factory=dict)
+    """`ecdysis.llm.GatewayConfig` fields."""
+    sandbox: dict[str, Any] = Field(default_factory=lambda: {"type": "auto"})
+    """`ecdysis.sandbox` config (docker / process / auto)."""
+    workers: int | None = None
+    """Rollout worker actors; default: one per CPU of the Ray cluster, at least 1."""
+    episodes_per_worker: int = 8
+    """Episodes one worker runs at once (they mostly wait on the model)."""
+    max_attempts: int = 3
+    """Infrastructure failures (sandbox crash, worker loss) are retried up to this many attempts in all."""
+    max_steps: int = 30
+    """LLM calls one episode may make before it ends with max_steps."""
+    wall_clock_s: float = 300.0
+    """Wall-clock budget of one episode."""

@@ -1,0 +1,88 @@
+"""A Ray actor that runs tau2 episodes in sandboxes, several at once, and always returns a Trajectory."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+from ecdysis.records import TerminationReason, Trajectory
+from ecdysis.rollouts.settings import RolloutSettings
+
+
+class RolloutWorker:
+    """Runs episodes; wrap with ``ray.remote`` (see `RolloutPool`). Parts are built lazily in the worker process.
+
+    Example::
+
+        worker = RolloutWorker(RolloutSettings(sandbox={"type": "process"}))
+        trajectory = worker.run(request)  # an ecdysis.tau.episode.EpisodeRequest
+    """
+
+    def __init__(self, settings: RolloutSettings) -> None:
+        self.settings = settings
+        self._store: Any = None
+        self._gateway: Any = None
+        self._backend: Any = None
+
+    def _parts(self) -> tuple[Any, Any, Any]:
+        if self._gateway is None:
+            from pydantic import TypeAdapter
+
+            from ecdysis.llm import Gateway, GatewayConfig
+            from ecdysis.sandbox import SandboxConfig, make_backend
+            from ecdysis.store import ArtifactStore
+
+            self._store = ArtifactStore(self.settings.store_uri)
+            self._gateway = Gateway(GatewayConfig(**self.settings.gateway), store=self._store)
+            sandbox_config = TypeAdapter(SandboxConfig).validate_python(self.settings.sandbox)
+            self._backend = make_backend(sandbox_config)
+        return self._store, self._gateway, self._backend
+
+    def ping(self) -> str:
+        """Liveness check; also reports the node this worker lives on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def run(self, request: Any) -> Trajectory:
+        """One episode. Faults of the worker's own parts become an infrastructure_error record, never a raise."""
+        from ecdysis.tau.domain import TauDomain
+        from ecdysis.tau.episode import run_episode
+
+        started = time.monotonic()
+        try:
+            _, gateway, backend = self._parts()
+            domain = TauDomain.load(request.task.domain)
+            trajectory = run_episode(request, backend=backend, llm=gateway, domain=domain)
+            gateway.flush()
+            return trajectory
+        except Exception as exc:
+            detail = "".join(traceback.format_exception(exc))[-4000:]
+            return failed_trajectory(request, TerminationReason.INFRASTRUCTURE_ERROR, detail,
+                                     wall_time_s=time.monotonic() - started)
+
+    def shutdown(self) -> None:
+        """Close sandboxes and flush accounting."""
+        if self._gateway is not None:
+            self._gateway.flush()
+        if self._backend is not None:
+            self._backend.shutdown()
+
+
+def failed_trajectory(request: Any, reason: TerminationReason, detail: str, *, wall_time_s: float = 0.0) -> Trajectory:
+    """The record of an episode that could not run to its end."""
+    return Trajectory(
+        trajectory_id="",
+        run_id=request.run_id,
+        round=request.round,
+        phase=request.phase,
+        task=request.task,
+        model=request.model,
+        trial=request.trial,
+        seed=request.seed,
+        harness_hash=request.harness_hash,
+        termination_reason=reason,
+        error=detail,
+        wall_time_s=wall_time_s,
+    )
