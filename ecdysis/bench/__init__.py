@@ -1,0 +1,1 @@
+"""Benchmarks: plain functions returning figures (no timed assertions in tests)."""

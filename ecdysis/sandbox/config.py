@@ -1,0 +1,151 @@
+"""One pydantic config per sandbox backend, their discriminated union, and ``make_backend``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ecdysis.protocols import SandboxBackend
+
+log = logging.getLogger(__name__)
+
+MIB = 1 << 20
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    wall_clock_s: float = Field(default=900.0, gt=0)
+    """Hard lifetime of a sandbox after its ``start`` message; past it the sandbox is killed (a backstop: the driver
+    enforces the episode's own budget)."""
+    start_timeout_s: float = Field(default=30.0, gt=0)
+    """How long a new sandbox may take to say ``ready`` before it counts as failed to start."""
+    max_message_bytes: int = Field(default=MIB, ge=1024)
+    """Longest protocol line the runtime may write; a longer one ends the episode with ``protocol_error``."""
+    max_output_bytes: int = Field(default=16 * MIB, ge=4096)
+    """Cap on everything a sandbox writes (stdout + stderr); past it the episode ends with ``protocol_error``."""
+    warm_pool: int = Field(default=2, ge=0)
+    """Started sandboxes kept waiting per harness bundle, so ``acquire`` returns at once (0 disables the pool)."""
+    warm_bundles: int = Field(default=4, ge=1)
+    """Bundles whose pools are kept warm; using another one closes the idle sandboxes of the least recently used."""
+
+
+class DockerSandboxConfig(_Common):
+    """Each sandbox is a locked-down container of the per-bundle image ``ecdysis-harness:<bundle sha>``."""
+
+    type: Literal["docker"] = "docker"
+    """Selects this backend."""
+    base_image: str = "ecdysis-sandbox-base:local"
+    """Image the harness images build on (``sandbox/build-base-image.sh`` builds the default without a registry;
+    with a registry, build ``sandbox/Dockerfile`` on ``python:3.11-slim``)."""
+    docker_host: str | None = None
+    """Docker daemon URL; None uses the environment (``DOCKER_HOST`` or the local socket)."""
+    network_mode: str = "none"
+    """Container network; ``none`` means no interface but loopback."""
+    read_only: bool = True
+    """Mount the container's root filesystem read-only."""
+    tmpfs_size: str = "64m"
+    """Size of the writable tmpfs mounted at ``/tmp`` (the only writable place)."""
+    cap_drop: list[str] = Field(default_factory=lambda: ["ALL"])
+    """Linux capabilities removed from the container."""
+    no_new_privileges: bool = True
+    """Forbid gaining privileges through setuid binaries."""
+    user: str = "65532:65532"
+    """uid:gid the runtime runs as (non-root)."""
+    pids_limit: int = Field(default=64, ge=8)
+    """Most processes/threads the container may hold at once (stops fork bombs)."""
+    mem_limit: str = "512m"
+    """Memory limit (swap included); exceeding it gets the container OOM-killed → ``out_of_memory``."""
+    nano_cpus: int = Field(default=1_000_000_000, ge=10_000_000)
+    """CPU quota in billionths of a CPU (1e9 = one core)."""
+    init: bool = True
+    """Run a tiny init as PID 1 so stray child processes are reaped and signals delivered."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Extra labels on every container (``ecdysis=1`` is always set), e.g. to find a test's containers."""
+
+
+class ProcessSandboxConfig(_Common):
+    """Each sandbox is a plain child process under rlimits, with a scrubbed environment and its own temp folder;
+    weaker than Docker (no read-only root, no pid/mount namespaces), for hosts without a daemon."""
+
+    type: Literal["process"] = "process"
+    """Selects this backend."""
+    python: str | None = None
+    """Interpreter that runs the runtime (>= 3.11, stdlib only); None picks this one when the sandbox user can run
+    it, else ``python3`` from the system path."""
+    address_space_bytes: int = Field(default=1024 * MIB, ge=64 * MIB)
+    """RLIMIT_AS: address space; exceeding it raises MemoryError → ``out_of_memory``."""
+    cpu_seconds: int = Field(default=600, ge=1)
+    """RLIMIT_CPU: CPU time before the kernel kills the process."""
+    nproc: int = Field(default=64, ge=4)
+    """RLIMIT_NPROC: processes the sandbox user may own (stops fork bombs; needs ``drop_privileges``)."""
+    file_size_bytes: int = Field(default=64 * MIB, ge=MIB)
+    """RLIMIT_FSIZE: largest file the sandbox may write."""
+    open_files: int = Field(default=256, ge=16)
+    """RLIMIT_NOFILE: open file descriptors."""
+    drop_privileges: bool = True
+    """When the host runs as root, run each sandbox as its own unprivileged uid (so RLIMIT_NPROC applies, the
+    host's files are not writable and every process of the sandbox can be killed at the end)."""
+    uid_range: tuple[int, int] = (600_000, 700_000)
+    """Half-open range of uids (no passwd entry needed) from which each sandbox draws its own."""
+    private_tmp: bool = True
+    """When running as root, give each sandbox a private mount namespace with its own size-limited tmpfs at /tmp
+    (nothing written there reaches the host's disk or another sandbox) and ``hide_paths`` covered up."""
+    tmp_size_bytes: int = Field(default=64 * MIB, ge=MIB)
+    """Size of the private /tmp (the only place the sandbox can write)."""
+    hide_paths: list[str] | None = None
+    """Folders covered by an empty read-only tmpfs inside the sandbox (needs ``private_tmp``), so world-readable
+    files there (a project's ``.env``, home folders) stay unseen; None hides /home, /root and the host's cwd."""
+    isolate_network: bool = True
+    """Put the sandbox in a new, empty network namespace when the kernel allows it (else a warning is printed)."""
+
+
+class AutoSandboxConfig(BaseModel):
+    """Docker when a daemon answers, else the process backend (with a warning)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["auto"] = "auto"
+    """Selects automatic choice."""
+    docker: DockerSandboxConfig = Field(default_factory=DockerSandboxConfig)
+    """Settings used when Docker is available."""
+    process: ProcessSandboxConfig = Field(default_factory=ProcessSandboxConfig)
+    """Settings used otherwise."""
+
+
+SandboxConfig = Annotated[DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig, Field(discriminator="type")]
+
+
+def docker_available(docker_host: str | None = None) -> bool:
+    """Whether a Docker daemon answers a ping within a few seconds."""
+    try:
+        import docker
+
+        client = docker.DockerClient(base_url=docker_host, timeout=5) if docker_host else docker.from_env(timeout=5)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def make_backend(config: DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig) -> SandboxBackend:
+    """The backend a config describes (lazy imports: the process backend never needs the docker SDK)."""
+    if isinstance(config, AutoSandboxConfig):
+        if docker_available(config.docker.docker_host):
+            config_chosen: DockerSandboxConfig | ProcessSandboxConfig = config.docker
+        else:
+            log.warning("no Docker daemon answers; using the weaker process sandbox")
+            print("ecdysis: warning: no Docker daemon answers; using the weaker process sandbox")
+            config_chosen = config.process
+        return make_backend(config_chosen)
+    if isinstance(config, DockerSandboxConfig):
+        from ecdysis.sandbox.docker_backend import DockerBackend
+
+        return DockerBackend(config)
+    from ecdysis.sandbox.process import ProcessBackend
+
+    return ProcessBackend(config)

@@ -1,0 +1,28 @@
+"""Failures a sandbox reports while the driver talks to it; the driver turns each into a termination reason."""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base of every sandbox failure."""
+
+
+class ProtocolViolation(SandboxError):
+    """The runtime wrote something that is not protocol v1: non-JSON, an oversized line, an unknown type or op,
+    or more output than the cap allows."""
+
+
+class SandboxExited(SandboxError):
+    """The sandbox stopped before sending ``finish``: ``oom`` when the kernel killed it for memory, ``timed_out``
+    when its CPU or lifetime budget ran out."""
+
+    def __init__(self, message: str, *, oom: bool = False, timed_out: bool = False,
+                 exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.oom = oom
+        self.timed_out = timed_out
+        self.exit_code = exit_code
+
+
+class SandboxUnavailable(SandboxError):
+    """A sandbox could not be started at all (no image, no daemon, the runtime never said ready)."""

@@ -1,0 +1,103 @@
+"""Per-harness images ``ecdysis-harness:<bundle sha>``: the base image plus the bundle at /harness (read-only),
+built once through the docker SDK from an in-memory tar context."""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from ecdysis.sandbox.bundle import RUNTIME_PATH, bundle_files, runtime_hash
+from ecdysis.sandbox.errors import SandboxUnavailable
+
+log = logging.getLogger(__name__)
+
+IMAGE_REPOSITORY = "ecdysis-harness"
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+_DOCKERFILE = """\
+FROM {base}
+COPY harness/ /harness/
+COPY ecdysis_runtime.py /opt/ecdysis/ecdysis_runtime.py
+"""
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    info.mtime = 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _add_dir(tar: tarfile.TarFile, name: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    info.mode = 0o555
+    info.mtime = 0
+    tar.addfile(info)
+
+
+def build_context(bundle_dir: Path, base_image: str) -> bytes:
+    """A gzip-free tar of the Dockerfile, the runtime and the bundle (files 0444, folders 0555, owned by root)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        _add(tar, "Dockerfile", _DOCKERFILE.format(base=base_image).encode(), 0o444)
+        _add(tar, "ecdysis_runtime.py", RUNTIME_PATH.read_bytes(), 0o444)
+        _add_dir(tar, "harness")
+        folders: set[str] = set()
+        for name, path in bundle_files(bundle_dir):
+            parts = name.split("/")[:-1]
+            for depth in range(1, len(parts) + 1):
+                folder = "/".join(parts[:depth])
+                if folder not in folders:
+                    folders.add(folder)
+                    _add_dir(tar, f"harness/{folder}")
+            _add(tar, f"harness/{name}", path.read_bytes(), 0o444)
+    return buffer.getvalue()
+
+
+def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_image: str) -> tuple[str, bool]:
+    """The image tag for the bundle, building it when missing or stale; returns (tag, built_now).
+
+    An existing image is reused when its labels match the bundle, the runtime and the base image id, so building
+    the same bundle twice is a no-op. A rebuilt tag's previous image is removed so no dangling image stays.
+    """
+    import docker.errors
+
+    tag = f"{IMAGE_REPOSITORY}:{bundle_hash}"
+    try:
+        base_id = client.images.get(base_image).id
+    except docker.errors.ImageNotFound as exc:
+        raise SandboxUnavailable(
+            f"sandbox base image {base_image!r} is missing: run sandbox/build-base-image.sh (no registry needed) "
+            f"or build sandbox/Dockerfile and set DockerSandboxConfig.base_image") from exc
+    labels = {"ecdysis": "1", "ecdysis.bundle": bundle_hash, "ecdysis.runtime": runtime_hash(),
+              "ecdysis.base": base_id}
+    with _locks_guard:
+        lock = _locks.setdefault(tag, threading.Lock())
+    with lock:
+        previous = None
+        try:
+            previous = client.images.get(tag)
+            if all(previous.labels.get(key) == value for key, value in labels.items()):
+                return tag, False
+        except docker.errors.ImageNotFound:
+            pass
+        context = build_context(bundle_dir, base_image)
+        try:
+            image, _ = client.images.build(fileobj=io.BytesIO(context), custom_context=True, tag=tag, labels=labels,
+                                           rm=True, forcerm=True, pull=False, network_mode="none")
+        except docker.errors.BuildError as exc:
+            raise SandboxUnavailable(f"building {tag} failed: {exc}") from exc
+        if previous is not None and previous.id != image.id:
+            try:
+                client.images.remove(previous.id, noprune=False)
+            except docker.errors.APIError:
+                log.info("could not remove the stale image %s (still in use?)", previous.id)
+        log.info("built %s", tag)
+        return tag, True

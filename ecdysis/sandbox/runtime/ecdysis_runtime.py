@@ -1,0 +1,228 @@
+"""Ecdysis in-sandbox runtime, protocol v1 (see sandbox/PROTOCOL.md). Standard library only, one file.
+
+Usage: ``python3 -I -S ecdysis_runtime.py [BUNDLE_DIR]`` (default ``/harness``). Prints ``ready``, reads one
+``start``, imports ``harness`` from the bundle, runs ``run(session)`` or ``selftest()`` and sends ``finish``.
+The real stdout is kept for protocol lines only: file descriptor 1 and ``sys.stdout`` both point at stderr while the
+harness runs, so nothing it prints can be mistaken for a protocol message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE_BYTES = int(os.environ.get("ECDYSIS_MAX_MESSAGE_BYTES", str(1 << 20)))
+NOTE_LIMIT = 16_000
+EPISODE_REASONS = ("agent_stop", "max_steps", "too_many_errors")
+
+# The protocol file descriptors, set by main(). Module-level so tests of hostile harnesses can reach them (as any
+# hostile harness could); the host never trusts what arrives on them.
+PROTOCOL_FD = -1
+_PROTOCOL_IN: Any = None
+
+
+class SessionError(Exception):
+    """The host refused a request (``ok: false``): ``kind`` names the failure, ``message`` explains it."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+class HostGone(BaseException):
+    """The host closed the protocol stream; the episode is over whatever the harness does."""
+
+
+class UserReply:
+    """What the simulated user said; ``stop`` once the user has ended the conversation."""
+
+    __slots__ = ("stop", "text")
+
+    def __init__(self, text: str, stop: bool) -> None:
+        self.text = text
+        self.stop = stop
+
+    def __repr__(self) -> str:
+        return f"UserReply(text={self.text!r}, stop={self.stop!r})"
+
+
+class ToolResult:
+    """The outcome of a domain tool call executed on the host."""
+
+    __slots__ = ("content", "error")
+
+    def __init__(self, content: str, error: bool) -> None:
+        self.content = content
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"ToolResult(content={self.content!r}, error={self.error!r})"
+
+
+def _send(message: dict[str, Any]) -> None:
+    message = {"v": PROTOCOL_VERSION, **message}
+    data = (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"protocol message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
+    view = memoryview(data)
+    while view:
+        written = os.write(PROTOCOL_FD, view)
+        view = view[written:]
+
+
+def _receive() -> dict[str, Any]:
+    line = _PROTOCOL_IN.readline()
+    if not line:
+        raise HostGone("the host closed the protocol stream")
+    message = json.loads(line)
+    if not isinstance(message, dict) or message.get("v") != PROTOCOL_VERSION:
+        raise HostGone(f"bad message from host: {line[:200]!r}")
+    return message
+
+
+class Session:
+    """The harness's view of one episode; every call is answered by the trusted host."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.episode_id: str = data.get("episode_id", "")
+        self.policy: str = data.get("policy", "")
+        self.tools: list[dict[str, Any]] = list(data.get("tools") or [])
+        self.max_steps: int = int(data.get("max_steps", 0))
+        self.config: dict[str, Any] = dict(data.get("config") or {})
+        self._next_id = 0
+
+    def _request(self, op: str, params: dict[str, Any]) -> Any:
+        self._next_id += 1
+        request_id = self._next_id
+        _send({"type": "request", "id": request_id, "op": op, "params": params})
+        response = _receive()
+        if response.get("type") != "response" or response.get("id") != request_id:
+            raise HostGone(f"expected the response to request {request_id}, got {str(response)[:200]}")
+        if not response.get("ok"):
+            error = response.get("error") or {}
+            raise SessionError(str(error.get("kind", "error")), str(error.get("message", "")))
+        return response.get("result")
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """One assistant message (OpenAI shape) from the task model."""
+        params: dict[str, Any] = {"messages": messages}
+        if tools is not None:
+            params["tools"] = tools
+        return dict(self._request("llm.complete", params))
+
+    def respond_to_user(self, text: str) -> UserReply:
+        """Say ``text`` to the user; returns the user's reply."""
+        result = self._request("user.respond", {"text": text})
+        return UserReply(str(result.get("text", "")), bool(result.get("stop", False)))
+
+    def call_tool(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Execute a domain tool (recorded as executed by the agent)."""
+        result = self._request("tool.call", {"call_id": call_id, "name": name, "arguments": arguments})
+        return ToolResult(str(result.get("content", "")), bool(result.get("error", False)))
+
+    def peek_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run a read-only tool without recording it as an agent action."""
+        result = self._request("tool.peek", {"name": name, "arguments": arguments})
+        return ToolResult(str(result.get("content", "")), bool(result.get("error", False)))
+
+    def block(self, call_id: str, name: str, arguments: dict[str, Any], reason: str) -> None:
+        """Record that the harness refused a tool call the model asked for."""
+        self._event("blocked", {"call_id": call_id, "name": name, "arguments": arguments, "reason": reason})
+
+    def annotate(self, call_id: str, text: str) -> None:
+        """Record a note the harness attached to a tool result."""
+        self._event("annotation", {"call_id": call_id, "text": text})
+
+    def log(self, text: str) -> None:
+        """Send a free-form log line to the host."""
+        self._event("log", {"text": str(text)})
+
+    def _event(self, kind: str, params: dict[str, Any]) -> None:
+        _send({"type": "event", "kind": kind, "params": params})
+
+
+def _note(text: str) -> str:
+    """Keep the end of a long traceback: that is where the cause is."""
+    return text if len(text) <= NOTE_LIMIT else "...(truncated)...\n" + text[-NOTE_LIMIT:]
+
+
+def _take_over_stdio() -> None:
+    """Keep private copies of fds 0/1 for the protocol; point fd 1 (and sys.stdout) at stderr, fd 0 at /dev/null."""
+    global PROTOCOL_FD, _PROTOCOL_IN
+    PROTOCOL_FD = os.dup(1)
+    _PROTOCOL_IN = os.fdopen(os.dup(0), "rb")
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdout = sys.stderr
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
+
+
+def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str, str]:
+    """Import the bundle and run it; returns (finish reason, note)."""
+    sys.path.insert(0, bundle_dir)
+    out_of_memory = False
+    try:
+        module = importlib.import_module("harness")
+        if mode == "selftest":
+            selftest = getattr(module, "selftest", None)
+            if selftest is None:
+                return "selftest_ok", "the bundle defines no selftest()"
+            try:
+                selftest()
+            except MemoryError:
+                raise
+            except BaseException:
+                return "selftest_failed", _note(traceback.format_exc())
+            return "selftest_ok", ""
+        reason = module.run(Session(session_data))
+        if reason is None:
+            return "agent_stop", ""
+        if reason not in EPISODE_REASONS:
+            return "harness_error", f"run() returned {str(reason)[:200]!r}; expected one of {list(EPISODE_REASONS)}"
+        return str(reason), ""
+    except HostGone:
+        raise
+    except MemoryError:
+        # Formatting the traceback would need memory the harness still holds through its frames; leave first.
+        out_of_memory = True
+    except BaseException:
+        return "harness_error", _note(traceback.format_exc())
+    if out_of_memory:
+        return "out_of_memory", "MemoryError raised in the harness"
+    raise AssertionError("unreachable")
+
+
+def main(argv: list[str]) -> int:
+    """Speak protocol v1 on stdio; always ends with the process exiting, whatever the harness left running."""
+    bundle_dir = argv[1] if len(argv) > 1 else "/harness"
+    _take_over_stdio()
+    try:
+        _send({"type": "ready", "protocol": PROTOCOL_VERSION})
+        start = _receive()
+        if start.get("type") != "start":
+            raise HostGone(f"expected start, got {str(start)[:200]}")
+        mode = start.get("mode", "episode")
+        reason, note = _run(mode, dict(start.get("session") or {}), bundle_dir)
+        _send({"type": "finish", "result": {"reason": reason, "note": note}})
+        code = 0
+    except HostGone as exc:
+        print(f"ecdysis runtime: {exc}", file=sys.stderr)
+        code = 3
+    except BaseException:
+        print(_note(traceback.format_exc()), file=sys.stderr)
+        code = 4
+    sys.stderr.flush()
+    # Threads or children the harness left behind must not keep the sandbox alive.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,16 @@
+"""The sandbox benchmark runs end to end and reports every figure (no timing is asserted)."""
+
+from __future__ import annotations
+
+from ecdysis.bench.sandbox_bench import run
+from ecdysis.sandbox import docker_available
+
+
+def test_benchmark_reports_all_figures() -> None:
+    results = run(n=2, max_concurrent=2)
+    kinds = ["process", "docker"] if docker_available() else ["process"]
+    for kind in kinds:
+        figures = results[kind]
+        for measure in ("cold_start", "warm_acquire", "round_trip"):
+            assert figures[measure]["n"] >= 2 and figures[measure]["median_ms"] > 0, (kind, measure)
+        assert figures["concurrent"]["episodes_ok"] == figures["concurrent"]["started"] == 2

@@ -1,0 +1,76 @@
+"""Per-bundle images: content hashing of bundles, and building each bundle's image exactly once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from sandbox_support import BUNDLES, docker_client, docker_skip_reason
+
+from ecdysis.sandbox import BundleError, DockerSandboxConfig, bundle_hash
+from ecdysis.sandbox.images import IMAGE_REPOSITORY, ensure_harness_image
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    folder = tmp_path / "bundle"
+    shutil.copytree(BUNDLES / "normal", folder)
+    return folder
+
+
+def test_bundle_hash_is_deterministic_and_content_addressed(bundle: Path, tmp_path: Path) -> None:
+    first = bundle_hash(bundle)
+    assert len(first) == 64 and first == bundle_hash(bundle)
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    os.utime(copy / "helper.py", (0, 0))
+    assert bundle_hash(copy) == first  # timestamps and location do not matter
+    (copy / "__pycache__").mkdir()
+    (copy / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"derived")
+    assert bundle_hash(copy) == first
+    (copy / "helper.py").write_text((copy / "helper.py").read_text() + "\n")
+    assert bundle_hash(copy) != first
+    renamed = tmp_path / "renamed"
+    shutil.copytree(bundle, renamed)
+    (renamed / "helper.py").rename(renamed / "helper2.py")
+    assert bundle_hash(renamed) != first
+
+
+@pytest.mark.parametrize("make", ["symlink_out", "symlink_in", "no_entry"])
+def test_bad_bundles_are_refused(bundle: Path, make: str) -> None:
+    if make == "symlink_out":
+        (bundle / "secrets").symlink_to("/etc/shadow")
+    elif make == "symlink_in":
+        (bundle / "alias.py").symlink_to(bundle / "helper.py")
+    else:
+        (bundle / "harness.py").unlink()
+    with pytest.raises(BundleError, match=r"symbolic link|no harness\.py"):
+        bundle_hash(bundle)
+
+
+def test_image_is_built_once_and_cached(bundle: Path) -> None:
+    reason = docker_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    (bundle / "unique.txt").write_text(os.urandom(16).hex())
+    digest = bundle_hash(bundle)
+    client = docker_client()
+    base = DockerSandboxConfig().base_image
+    tag = f"{IMAGE_REPOSITORY}:{digest}"
+    try:
+        assert ensure_harness_image(client, bundle, digest, base) == (tag, True)
+        image = client.images.get(tag)
+        assert ensure_harness_image(client, bundle, digest, base) == (tag, False)
+        assert client.images.get(tag).id == image.id
+        assert image.labels["ecdysis"] == "1" and image.labels["ecdysis.bundle"] == digest
+        dangling = client.images.list(filters={"dangling": True, "label": f"ecdysis.bundle={digest}"})
+        assert dangling == []
+        leftovers = client.api.containers(all=True, filters={"ancestor": image.id})
+        assert leftovers == []  # no intermediate build container stays
+    finally:
+        try:
+            client.images.remove(tag, force=True)
+        finally:
+            client.close()
