@@ -1,0 +1,47 @@
+"""The LLM gateway: every model call goes through :class:`Gateway` (litellm underneath).
+
+Importing this package is cheap; litellm is imported on first use of :class:`Gateway`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig
+from ecdysis.llm.errors import (
+    BudgetExceeded,
+    GatewayError,
+    LLMCallError,
+    ProviderBlockedError,
+    StructuredOutputError,
+)
+
+if TYPE_CHECKING:
+    from ecdysis.llm.gateway import Gateway
+    from ecdysis.llm.local_server import LocalModelServer
+    from ecdysis.llm.stub_server import StubServer
+
+__all__ = [
+    "BudgetExceeded",
+    "CacheRule",
+    "Gateway",
+    "GatewayConfig",
+    "GatewayError",
+    "LLMCallError",
+    "LocalModelServer",
+    "ModelConfig",
+    "ProviderBlockedError",
+    "StructuredOutputError",
+    "StubServer",
+]
+
+_LAZY = {"Gateway": "ecdysis.llm.gateway", "LocalModelServer": "ecdysis.llm.local_server",
+         "StubServer": "ecdysis.llm.stub_server"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ecdysis.llm' has no attribute {name!r}")

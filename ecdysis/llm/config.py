@@ -1,0 +1,66 @@
+"""Configuration of the LLM gateway (pydantic, unknown fields rejected)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CacheRule(StrEnum):
+    """Which calls the response cache serves and fills."""
+
+    DETERMINISTIC = "deterministic"
+    """Calls with ``temperature == 0``, plus calls to ``scripted/`` models that set no temperature."""
+    ALWAYS = "always"
+    """Every call, whatever its sampling parameters (replays, benchmarks)."""
+
+
+class ModelConfig(BaseModel):
+    """How one model string is served."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    """The litellm model string this entry resolves to (an alias); None keeps the key itself."""
+    api_base: str | None = None
+    """Endpoint override, e.g. ``http://127.0.0.1:8000/v1`` for vLLM or a local llama.cpp server."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (the key itself never goes into config)."""
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """In-flight calls allowed for this model in one process; None uses ``GatewayConfig.max_concurrency``."""
+    params: dict[str, object] = Field(default_factory=dict)
+    """Extra litellm parameters sent with every call to this model (call parameters win)."""
+
+
+class GatewayConfig(BaseModel):
+    """Behaviour of :class:`ecdysis.llm.Gateway`: cache, retries, limits, budgets and model routing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cache: bool = True
+    """Serve identical calls from the response cache (memory, then the store's keyed objects)."""
+    cache_rule: CacheRule = CacheRule.DETERMINISTIC
+    """Which calls are cacheable; see :class:`CacheRule`."""
+    cache_namespace: str = "llm_cache"
+    """Store namespace of persisted responses."""
+    max_retries: int = Field(default=5, ge=0)
+    """Retries after a retryable failure (429, 5xx, timeout, connection error)."""
+    backoff_base_s: float = Field(default=1.0, ge=0)
+    """First backoff delay; doubles on every retry, with jitter."""
+    backoff_max_s: float = Field(default=30.0, ge=0)
+    """Upper bound of one backoff delay."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Request timeout of one attempt."""
+    max_concurrency: int = Field(default=16, ge=1)
+    """Default in-flight calls per model in one process."""
+    max_usd: float | None = Field(default=None, ge=0)
+    """Budget per run in USD; crossing it raises ``BudgetExceeded``. Calls of unknown price count as 0."""
+    max_tokens: int | None = Field(default=None, ge=0)
+    """Budget per run in prompt + completion tokens; crossing it raises ``BudgetExceeded``."""
+    flush_every: int = Field(default=200, ge=1)
+    """Buffered ``llm_calls`` records that trigger a flush to the store."""
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    """Per-model routing and limits, keyed by the model string callers use."""
+    seed: int | None = None
+    """Seed of the backoff jitter (None: random)."""

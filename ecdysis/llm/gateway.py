@@ -1,0 +1,234 @@
+"""The LLM gateway: every model call in Ecdysis goes through :class:`Gateway` (litellm underneath).
+
+Example::
+
+    from ecdysis.llm import Gateway, GatewayConfig
+    from ecdysis.records import Role
+
+    with Gateway(GatewayConfig(max_usd=5.0), store=store) as gateway:
+        reply = gateway.complete("scripted/ecdysis.models.scripted:echo", [{"role": "user", "content": "hi"}],
+                                 role=Role.TASK, context={"run_id": "r1", "round": 0})
+        print(reply.content, gateway.usage().as_dict())
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ecdysis.llm import scripted, structured
+from ecdysis.llm._litellm import litellm
+from ecdysis.llm.accounting import Ledger, Usage
+from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe
+from ecdysis.llm.config import CacheRule, GatewayConfig
+from ecdysis.llm.errors import BudgetExceeded, LLMCallError, StructuredOutputError
+from ecdysis.llm.retry import backoff_delay, is_retryable
+from ecdysis.llm.routing import Route, route, semaphore
+from ecdysis.protocols import Completion, Store
+from ecdysis.records import LLMCallRecord, Role, TokenUsage
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class Gateway:
+    """Implements :class:`ecdysis.protocols.LLMClient`: routing, provider switch, response cache, retries,
+    per-model concurrency, accounting to the store's ``llm_calls`` dataset and per-run budgets.
+
+    ``context`` given here is the default for every call (e.g. ``{"run_id": ..., "round": ...}``); a call's own
+    context is merged over it. Thread-safe; one instance per process is enough.
+    """
+
+    def __init__(self, config: GatewayConfig | None = None, *, store: Store | None = None,
+                 context: dict[str, Any] | None = None) -> None:
+        scripted.register()
+        self.config = config or GatewayConfig()
+        self.store = store
+        self._context = dict(context or {})
+        self._cache = ResponseCache(store, self.config.cache_namespace)
+        self._ledger = Ledger(store, max_usd=self.config.max_usd, max_tokens=self.config.max_tokens,
+                              flush_every=self.config.flush_every)
+        self._rng = random.Random(self.config.seed)
+
+    # ---- LLMClient ---------------------------------------------------------------------------------------------
+    def complete(self, model: str, messages: Sequence[dict[str, Any]], *, role: Role | str,
+                 tools: Sequence[dict[str, Any]] | None = None, context: dict[str, Any] | None = None,
+                 cache: bool | None = None, **params: Any) -> Completion:
+        """One completion. ``cache`` overrides the cache rule for this call; ``params`` go to litellm.
+
+        Raises ``LLMCallError`` (call failed for good), ``BudgetExceeded`` (run over budget; the call that crossed
+        it is recorded and attached), ``ProviderBlockedError`` / ``GatewayError`` / ``ValueError`` (bad model).
+        """
+        role = Role(role)
+        ctx = {**self._context, **(context or {}), "role": role.value, "model": model}
+        run_id = str(ctx.get("run_id") or "")
+        route_ = route(model, self.config)
+        self._check_budget(run_id)
+        key = self._cache_key(route_, messages, tools, params, cache)
+        started = time.monotonic()
+        if key is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                completion = hit.model_copy(update={"cache_hit": True, "tokens": TokenUsage(), "cost_usd": 0.0,
+                                                    "latency_s": time.monotonic() - started, "model": model})
+                self._ledger.record(self._record(ctx, role, model, completion, retries=0))
+                return completion
+        completion = self._call(route_, messages, tools, params, ctx, role, started)
+        if key is not None:
+            self._cache.put(key, completion)
+        self._check_budget(run_id, completion)
+        return completion
+
+    def structured(self, model: str, messages: Sequence[dict[str, Any]], schema: type[T], *, role: Role | str,
+                   max_attempts: int = 3, context: dict[str, Any] | None = None) -> T:
+        """A validated ``schema`` instance. The JSON schema goes into the prompt; invalid replies are re-asked
+        with the validation error, up to ``max_attempts`` calls, then ``StructuredOutputError``."""
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        conversation = [*messages, {"role": "user", "content": structured.instruction(schema)}]
+        params: dict[str, Any] = {"response_format": {"type": "json_object"}} if self._supports_json_mode(model) else {}
+        last_error, last_reply = "", None
+        for _ in range(max_attempts):
+            completion = self.complete(model, conversation, role=role, context=context, **params)
+            try:
+                return structured.parse(completion.content, schema)
+            except (ValueError, ValidationError) as exc:
+                last_error, last_reply = str(exc), completion.content
+            conversation += [{"role": "assistant", "content": completion.content or ""},
+                             {"role": "user", "content": structured.reask(last_error)}]
+        raise StructuredOutputError(
+            f"{model} gave no valid {schema.__name__} in {max_attempts} attempts; last error: {last_error}",
+            attempts=max_attempts, last_error=last_error, last_reply=last_reply)
+
+    # ---- accounting ---------------------------------------------------------------------------------------------
+    def usage(self, run_id: str | None = None) -> Usage:
+        """Running totals (tokens, cost, calls, cache hits, retries, errors), overall or for one run."""
+        return self._ledger.usage(run_id)
+
+    def flush(self) -> int:
+        """Write buffered ``llm_calls`` records to the store; returns how many were written."""
+        return self._ledger.flush()
+
+    def close(self) -> None:
+        """Flush. The gateway stays usable."""
+        self.flush()
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- internals ----------------------------------------------------------------------------------------------
+    def _check_budget(self, run_id: str, completion: Completion | None = None) -> None:
+        try:
+            self._ledger.check_budget(run_id)
+        except BudgetExceeded as exc:
+            exc.completion = completion
+            self.flush()
+            raise
+
+    def _cache_key(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
+                   params: dict[str, Any], override: bool | None) -> str | None:
+        if not self.config.cache or override is False:
+            return None
+        if override is None and self.config.cache_rule == CacheRule.DETERMINISTIC:
+            temperature = params.get("temperature", route_.params.get("temperature"))
+            if not (temperature == 0 or (temperature is None and route_.scripted)):
+                return None
+        sampling = {**route_.params, **params}
+        if not is_json_safe([list(messages), list(tools or []), sampling]):
+            return None
+        return cache_key(route_.target, messages, tools, sampling)
+
+    def _call(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
+              params: dict[str, Any], ctx: dict[str, Any], role: Role, started: float) -> Completion:
+        kwargs: dict[str, Any] = {**route_.params, **params, "model": route_.litellm_model,
+                                  "messages": list(messages), "timeout": self.config.timeout_s,
+                                  "num_retries": 0, "max_retries": 0}
+        if tools:
+            kwargs["tools"] = list(tools)
+        if route_.api_base:
+            kwargs["api_base"] = route_.api_base
+        if route_.api_key:
+            kwargs["api_key"] = route_.api_key
+        if route_.scripted:
+            kwargs["metadata"] = {scripted.CONTEXT_KEY: ctx}
+        retries = 0
+        while True:
+            try:
+                with semaphore(route_):
+                    response = litellm.completion(**kwargs)
+                break
+            except Exception as exc:
+                retryable = is_retryable(exc)
+                if retryable and retries < self.config.max_retries:
+                    time.sleep(backoff_delay(retries, self.config.backoff_base_s, self.config.backoff_max_s,
+                                             self._rng))
+                    retries += 1
+                    continue
+                error = f"{type(exc).__name__}: {exc}"
+                failed = Completion(model=route_.model, latency_s=time.monotonic() - started)
+                self._ledger.record(self._record(ctx, role, route_.model, failed, retries=retries, error=error))
+                raise LLMCallError(f"{route_.model}: {error} (after {retries} retries)", model=route_.model,
+                                   retries=retries, retryable=retryable) from exc
+        completion = self._completion(route_, response, time.monotonic() - started)
+        self._ledger.record(self._record(ctx, role, route_.model, completion, retries=retries))
+        return completion
+
+    def _completion(self, route_: Route, response: Any, latency_s: float) -> Completion:
+        message = response.choices[0].message
+        tool_calls = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"}}
+            for call in (message.tool_calls or [])
+        ]
+        usage = getattr(response, "usage", None)
+        details = getattr(usage, "prompt_tokens_details", None)
+        tokens = TokenUsage(
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+        )
+        return Completion(content=message.content, tool_calls=tool_calls, tokens=tokens,
+                          cost_usd=self._cost(route_, response), latency_s=latency_s, model=route_.model)
+
+    @staticmethod
+    def _cost(route_: Route, response: Any) -> float | None:
+        if route_.scripted:
+            return None
+        if route_.local:
+            return 0.0
+        try:
+            return float(litellm.completion_cost(completion_response=response, model=route_.litellm_model))
+        except Exception:  # not in litellm's price map: unknown, never a crash
+            return None
+
+    def _supports_json_mode(self, model: str) -> bool:
+        route_ = route(model, self.config)
+        if route_.scripted:
+            return False
+        try:
+            provider = route_.litellm_model.split("/", 1)[0]
+            supported = litellm.get_supported_openai_params(model=route_.litellm_model, custom_llm_provider=provider)
+        except Exception:
+            return False
+        return supported is not None and "response_format" in supported
+
+    @staticmethod
+    def _record(ctx: dict[str, Any], role: Role, model: str, completion: Completion, *, retries: int,
+                error: str | None = None) -> LLMCallRecord:
+        return LLMCallRecord(
+            call_id=uuid.uuid4().hex, run_id=str(ctx.get("run_id") or ""), round=int(ctx.get("round") or 0),
+            task_id=_opt_str(ctx.get("task_id")), trajectory_id=_opt_str(ctx.get("trajectory_id")), role=role,
+            model=model, tokens=completion.tokens, cost_usd=completion.cost_usd, latency_s=completion.latency_s,
+            cache_hit=completion.cache_hit, retries=retries, error=error,
+        )
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)

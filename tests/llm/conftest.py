@@ -1,0 +1,56 @@
+"""LLM gateway fixtures: a real artifact store in a temp folder, a real local Ray, loopback stub servers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ecdysis.llm import Gateway, GatewayConfig, ModelConfig
+from ecdysis.llm.stub_server import StubServer
+from ecdysis.store import ArtifactStore
+
+FAST_RETRIES = {"backoff_base_s": 0.001, "backoff_max_s": 0.01}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ArtifactStore:
+    return ArtifactStore(tmp_path / "runs")
+
+
+@pytest.fixture
+def gateway(store: ArtifactStore) -> Iterator[Gateway]:
+    with Gateway(GatewayConfig.model_validate(FAST_RETRIES), store=store) as gw:
+        yield gw
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    with StubServer() as server:
+        yield server
+
+
+def _stub_config(stub: StubServer, *models: str, **fields: object) -> GatewayConfig:
+    merged: dict[str, object] = {**FAST_RETRIES, **fields}
+    return GatewayConfig.model_validate({"models": {m: ModelConfig(api_base=stub.api_base) for m in models},
+                                         **merged})
+
+
+@pytest.fixture
+def stub_config() -> Callable[..., GatewayConfig]:
+    """``stub_config(stub, *models, **fields)``: a config routing ``models`` to ``stub``, with fast backoff."""
+    return _stub_config
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():  # another area's fixture owns it
+        yield
+        return
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -1,0 +1,130 @@
+"""Response cache (memory + store), accounting rows, prices and budgets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ecdysis.llm import BudgetExceeded, CacheRule, Gateway, GatewayConfig
+from ecdysis.llm.cache import cache_key
+from ecdysis.llm.stub_server import StubServer
+from ecdysis.records import Role
+from ecdysis.store import ArtifactStore
+
+ECHO = "scripted/ecdysis.models.scripted:echo"
+ASK = [{"role": "user", "content": "what is two plus two"}]
+
+
+def test_second_identical_call_is_a_cache_hit_and_persists(store: ArtifactStore) -> None:
+    with Gateway(store=store) as first_gateway:
+        miss = first_gateway.complete(ECHO, ASK, role=Role.TASK)
+        hit = first_gateway.complete(ECHO, ASK, role=Role.TASK)
+    assert not miss.cache_hit and hit.cache_hit
+    assert hit.content == miss.content
+    assert hit.tokens.total == 0 and hit.cost_usd == 0.0  # a hit spends nothing
+    assert first_gateway.usage().cache_hits == 1
+
+    with Gateway(store=store) as second_gateway:  # fresh memory: served from the store's keyed objects
+        again = second_gateway.complete(ECHO, ASK, role=Role.TASK)
+    assert again.cache_hit and again.content == miss.content
+
+
+def test_cache_rule_and_overrides(store: ArtifactStore) -> None:
+    gateway = Gateway(store=store)
+    assert not gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0.7).cache_hit
+    assert not gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0.7).cache_hit  # sampled: never cached
+    gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0)
+    assert gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0).cache_hit
+    assert not gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0, cache=False).cache_hit
+
+    always = Gateway(GatewayConfig(cache_rule=CacheRule.ALWAYS), store=store)
+    always.complete(ECHO, ASK, role=Role.TASK, temperature=0.7)
+    assert always.complete(ECHO, ASK, role=Role.TASK, temperature=0.7).cache_hit
+
+    off = Gateway(GatewayConfig(cache=False), store=store)
+    off.complete(ECHO, ASK, role=Role.TASK)
+    assert not off.complete(ECHO, ASK, role=Role.TASK).cache_hit
+
+
+def test_cache_key_covers_model_messages_tools_and_sampling() -> None:
+    base = cache_key("m/a", ASK, None, {"temperature": 0})
+    assert base == cache_key("m/a", ASK, None, {"temperature": 0, "timeout": 5})  # transport params excluded
+    assert base != cache_key("m/b", ASK, None, {"temperature": 0})
+    assert base != cache_key("m/a", [{"role": "user", "content": "other"}], None, {"temperature": 0})
+    assert base != cache_key("m/a", ASK, [{"type": "function", "function": {"name": "f"}}], {"temperature": 0})
+    assert base != cache_key("m/a", ASK, None, {"temperature": 0, "max_tokens": 10})
+
+
+def test_accounting_rows_are_written_to_the_store(store: ArtifactStore) -> None:
+    with Gateway(store=store, context={"run_id": "run-a"}) as gateway:
+        for task in ("t1", "t2"):
+            gateway.complete(ECHO, ASK, role=Role.TASK, context={"round": 1, "task_id": task,
+                                                                   "trajectory_id": f"traj-{task}"})
+        gateway.complete(ECHO, [{"role": "user", "content": "diagnose"}], role=Role.DIAGNOSER,
+                         context={"round": 2})
+        assert store.read("llm_calls", run_id="run-a") == []  # buffered until flush
+        assert gateway.flush() == 3
+    rows = store.read("llm_calls", run_id="run-a")
+    assert len(rows) == 3
+    by_task = {row.task_id: row for row in rows}
+    assert by_task["t1"].role == Role.TASK and by_task["t1"].round == 1
+    assert by_task["t1"].trajectory_id == "traj-t1"
+    assert by_task["t1"].tokens.prompt_tokens == 5 and not by_task["t1"].cache_hit
+    assert by_task["t2"].cache_hit and by_task["t2"].tokens.total == 0
+    assert by_task[None].role == Role.DIAGNOSER and by_task[None].round == 2
+    assert len(store.read("llm_calls", run_id="run-a", round=2)) == 1
+    usage = gateway.usage("run-a")
+    assert (usage.calls, usage.cache_hits, usage.prompt_tokens) == (3, 1, 5 + 1)
+
+
+def test_close_flushes(store: ArtifactStore) -> None:
+    gateway = Gateway(store=store, context={"run_id": "run-close"})
+    gateway.complete(ECHO, ASK, role=Role.TASK)
+    gateway.close()
+    assert len(store.read("llm_calls", run_id="run-close")) == 1
+
+
+def test_prices_cached_tokens_and_unknown_models(stub: StubServer, store: ArtifactStore,
+                                                 stub_config: Callable[..., GatewayConfig]) -> None:
+    stub.prompt_tokens, stub.completion_tokens, stub.cached_tokens = 1000, 100, 400
+    gateway = Gateway(stub_config(stub, "openai/gpt-4.1", "openai/ecdysis-unknown-model"), store=store)
+    priced = gateway.complete("openai/gpt-4.1", ASK, role=Role.TASK)
+    assert priced.content == "stub: what is two plus two"
+    assert priced.cost_usd is not None and priced.cost_usd > 0
+    assert priced.tokens.cached_prompt_tokens == 400
+    unknown = gateway.complete("openai/ecdysis-unknown-model", ASK, role=Role.TASK)
+    assert unknown.cost_usd is None
+    assert unknown.tokens.prompt_tokens == 1000
+    usage = gateway.usage()
+    assert usage.unpriced_calls == 1 and usage.cost_usd == pytest.approx(priced.cost_usd)
+    assert usage.cached_prompt_tokens == 800
+
+
+def test_token_budget_stops_the_run_and_keeps_the_record(store: ArtifactStore) -> None:
+    gateway = Gateway(GatewayConfig(max_tokens=20, cache=False), store=store, context={"run_id": "run-b"})
+    done = 0
+    with pytest.raises(BudgetExceeded, match="max_tokens 20") as info:
+        for i in range(100):
+            gateway.complete(ECHO, [{"role": "user", "content": f"question number {i}"}], role=Role.TASK)
+            done += 1
+    assert info.value.completion is not None  # the call that crossed the budget was made and is attached
+    assert info.value.usage["tokens"] >= 20
+    rows = store.read("llm_calls", run_id="run-b")  # flushed when the budget tripped
+    assert len(rows) == done + 1
+    with pytest.raises(BudgetExceeded):
+        gateway.complete(ECHO, ASK, role=Role.TASK)  # refused before calling
+    assert gateway.usage("run-b").calls == done + 1
+    gateway.complete(ECHO, ASK, role=Role.TASK, context={"run_id": "other-run"})  # budgets are per run
+
+
+def test_usd_budget(stub: StubServer, store: ArtifactStore, stub_config: Callable[..., GatewayConfig]) -> None:
+    stub.prompt_tokens, stub.completion_tokens = 10_000, 1_000
+    gateway = Gateway(stub_config(stub, "openai/gpt-4.1", max_usd=0.05, cache=False), store=store,
+                      context={"run_id": "run-usd"})
+    with pytest.raises(BudgetExceeded, match="max_usd"):
+        for _ in range(100):
+            gateway.complete("openai/gpt-4.1", ASK, role=Role.TASK)
+    usage = gateway.usage("run-usd")
+    assert usage.cost_usd >= 0.05 and usage.calls < 100
+    assert len(store.read("llm_calls", run_id="run-usd")) == usage.calls

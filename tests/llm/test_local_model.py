@@ -1,0 +1,38 @@
+"""End to end through litellm to a llama.cpp server on loopback (needs the `local` extra)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ecdysis.llm import Gateway, GatewayConfig
+from ecdysis.llm.local_server import LocalModelServer, LocalServerError, llama_cpp_available, resolve_model_path
+from ecdysis.records import Role
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def test_unknown_gguf_path_is_a_clear_error() -> None:
+    with pytest.raises(LocalServerError, match="no such GGUF file"):
+        resolve_model_path("/nonexistent/model.gguf")
+
+
+@pytest.mark.slow
+def test_tool_call_through_litellm_to_local_server() -> None:
+    if not llama_cpp_available():
+        print("SKIP reason: llama_cpp is not installed (python -m ecdysis.llm.local_setup)")
+        pytest.skip("llama_cpp is not installed: run `python -m ecdysis.llm.local_setup`")
+    with LocalModelServer("smollm2", n_ctx=2048) as server:
+        gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1))
+        reply = gateway.complete(
+            server.model, [{"role": "user", "content": "What is the weather in Paris?"}], role=Role.TASK,
+            tools=WEATHER, tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            temperature=0, max_tokens=64)
+    [call] = reply.tool_calls
+    assert call["function"]["name"] == "get_weather"
+    assert isinstance(json.loads(call["function"]["arguments"]), dict)
+    assert reply.tokens.prompt_tokens > 0 and reply.cost_usd == 0.0
+    assert gateway.usage().calls == 1

@@ -1,0 +1,60 @@
+"""Structured output: schema in the prompt, fenced JSON tolerated, re-ask with the error, then a clean failure."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from ecdysis.llm import Gateway, StructuredOutputError
+from ecdysis.llm.structured import extract_json
+from ecdysis.records import Role
+
+
+class Item(BaseModel):
+    name: str
+    count: int
+
+
+ASK = [{"role": "user", "content": "give me an item"}]
+
+
+def test_invalid_reply_is_reasked_then_parsed(gateway: Gateway) -> None:
+    item = gateway.structured("scripted/llm_scripts:fix_on_second", ASK, Item, role=Role.DIAGNOSER,
+                              context={"run_id": "run-s"})
+    assert item == Item(name="ada", count=2)
+    assert gateway.usage().calls == 2
+
+
+def test_never_valid_raises_with_the_last_error(gateway: Gateway) -> None:
+    with pytest.raises(StructuredOutputError, match="3 attempts") as info:
+        gateway.structured("scripted/llm_scripts:never_valid", ASK, Item, role=Role.CRITIC, max_attempts=3)
+    assert info.value.attempts == 3
+    assert "count" in info.value.last_error and info.value.last_reply == '{"name": "ada"}'
+    assert gateway.usage().calls == 3
+
+
+def test_schema_and_validation_error_reach_the_model(gateway: Gateway) -> None:
+    echo = "scripted/ecdysis.models.scripted:echo"  # replies with the last user message it received
+    with pytest.raises(StructuredOutputError) as first:
+        gateway.structured(echo, ASK, Item, role=Role.ENGINEER, max_attempts=1)
+    assert first.value.last_reply is not None
+    assert "JSON schema" in first.value.last_reply and '"count"' in first.value.last_reply
+    with pytest.raises(StructuredOutputError) as second:
+        gateway.structured(echo, ASK, Item, role=Role.ENGINEER, max_attempts=2)
+    assert second.value.last_reply is not None
+    assert second.value.last_reply.startswith("echo: Your reply did not validate")
+    assert first.value.last_error in second.value.last_reply
+    with pytest.raises(ValueError, match="max_attempts"):
+        gateway.structured(echo, ASK, Item, role=Role.CRITIC, max_attempts=0)
+
+
+def test_extract_json_tolerates_fences_and_prose() -> None:
+    assert json.loads(extract_json('```json\n{"a": 1}\n```')) == {"a": 1}
+    assert json.loads(extract_json('Here:\n```\n{"a": [1, 2]}\n```\nthanks')) == {"a": [1, 2]}
+    assert json.loads(extract_json('The answer is {"a": {"b": 2}} ok')) == {"a": {"b": 2}}
+    with pytest.raises(ValueError, match="no JSON object"):
+        extract_json("nothing here")
+    with pytest.raises(ValueError, match="empty"):
+        extract_json(None)
