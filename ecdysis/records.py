@@ -194,6 +194,11 @@ class ProposedChange(Record):
     rationale: str
     evidence: list[str] = Field(default_factory=list, description="Failure record ids supporting this change.")
     addresses: list[str] = Field(default_factory=list, description="Failure-pattern signatures addressed.")
+    literal_justification: str | None = Field(
+        default=None,
+        description="Why a literal value taken from one task's evidence (an id, an amount) belongs in this change; "
+        "a change flagged as hard-coding a task's answer is dropped unless this is given.",
+    )
 
 
 class ModificationSpec(Record):

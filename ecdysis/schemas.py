@@ -44,7 +44,8 @@ class Dataset:
         columns: dict[str, list[Any]] = {field.name: [] for field in self.schema}
         for record in records:
             if not isinstance(record, self.record_type):
-                raise TypeError(f"dataset {self.name!r} stores {self.record_type.__name__}, got {type(record).__name__}")
+                expected, got = self.record_type.__name__, type(record).__name__
+                raise TypeError(f"dataset {self.name!r} stores {expected}, got {got}")
             row = record.model_dump(mode="json")
             for field in self.schema:
                 if field.name == "schema_version":
