@@ -1,0 +1,112 @@
+"""Fixtures of the evolution tests: a real local store, the real gateway with scripted models, a real sandbox."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from ecdysis.evolution import scenario
+from ecdysis.evolution.coding import BuiltinCodingAgent
+from ecdysis.evolution.diagnosis import diagnoser_for
+from ecdysis.evolution.loop import TrainingConfig, TrainingLoop
+from ecdysis.llm import Gateway
+from ecdysis.protocols import SandboxBackend
+from ecdysis.records import Method, Trajectory
+from ecdysis.sandbox import ProcessSandboxConfig, make_backend
+from ecdysis.store import ArtifactStore
+from ecdysis.store.testing import moto_s3_server
+
+SCRIPTED = "scripted/ecdysis.evolution.scripted"
+TASK_MODEL = f"{SCRIPTED}:task_model"
+DIAGNOSER = f"{SCRIPTED}:diagnoser"
+CODER = f"{SCRIPTED}:coder"
+
+
+@pytest.fixture(scope="session")
+def backend() -> Iterator[SandboxBackend]:
+    """The process sandbox (real runtime, rlimits, own uid); Docker is exercised in its own tests. Generous start
+    timeout: the machine is shared and a slow start would turn an episode into an infrastructure ending."""
+    sandbox_backend = make_backend(ProcessSandboxConfig(warm_pool=0, start_timeout_s=180))
+    yield sandbox_backend
+    sandbox_backend.shutdown()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ArtifactStore:
+    return ArtifactStore(tmp_path / "runs")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3-compatible server (moto) on loopback, with fake credentials exported."""
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        with moto_s3_server() as endpoint:
+            yield endpoint
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def s3_store(s3_endpoint: str) -> ArtifactStore:
+    """A store in a fresh bucket of the S3 server."""
+    bucket = f"evo-{uuid.uuid4().hex[:16]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
+    return ArtifactStore(f"s3://{bucket}/runs", endpoint_url=s3_endpoint)
+
+
+@pytest.fixture
+def gateway(store: ArtifactStore) -> Iterator[Gateway]:
+    with Gateway(store=store) as gw:
+        yield gw
+
+
+@pytest.fixture
+def seed(tmp_path: Path) -> Path:
+    return scenario.write_seed_harness(tmp_path / "seed")
+
+
+class Counting:
+    """An ``evaluate`` callable over real sandboxed episodes that remembers what it evaluated."""
+
+    def __init__(self, inner: Callable[[Path, str, int, str], list[Trajectory]]) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, int, str]] = []
+
+    def __call__(self, bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Trajectory]:
+        self.calls.append((harness_hash, round_, phase))
+        return self.inner(bundle_dir, harness_hash, round_, phase)
+
+
+@pytest.fixture
+def make_loop(tmp_path: Path, store: ArtifactStore, gateway: Gateway, backend: SandboxBackend,
+              seed: Path) -> Callable[..., tuple[TrainingLoop, Counting]]:
+    """``make_loop(run_id, method, coder=..., stop_hook=..., workspace=...)`` → (loop, its evaluate)."""
+
+    def build(run_id: str, method: Method, *, coder: str = CODER, diagnoser: str = DIAGNOSER, workspace: str = "ws",
+              on: ArtifactStore | None = None, **overrides: Any) -> tuple[TrainingLoop, Counting]:
+        """``on``: another store than the test's local one (the gateway then keeps its cache there too)."""
+        stop_hook = overrides.pop("stop_hook", None)
+        target, llm = (store, gateway) if on is None else (on, Gateway(store=on))
+        config = TrainingConfig(run_id=run_id, method=method, harness_dir=seed, workspace=tmp_path / workspace,
+                                **overrides)
+        evaluate = Counting(scenario.make_evaluate(backend, llm, TASK_MODEL, run_id))
+
+        agent = BuiltinCodingAgent(llm, coder, backend)
+        loop = TrainingLoop(config, target, llm, backend, evaluate, diagnoser_for(llm, diagnoser), agent,
+                            stop_hook=stop_hook)
+        return loop, evaluate
+
+    return build

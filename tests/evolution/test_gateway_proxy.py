@@ -1,0 +1,135 @@
+"""The loopback OpenAI-compatible proxy in front of the real gateway, over TCP, a unix socket, the relay, and a
+no-network Docker container (the external coding agents' only way out)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ecdysis.evolution.external import run_behind_proxy
+from ecdysis.evolution.gateway_proxy import GatewayProxy
+from ecdysis.llm import Gateway
+from ecdysis.records import Role
+from ecdysis.store import ArtifactStore
+from ecdysis.store.testing import free_port
+
+ECHO = "scripted/ecdysis.evolution.scripted:echo"
+CODER = "scripted/ecdysis.evolution.scripted:coder"
+BASE_IMAGE = "ecdysis-sandbox-base:local"
+
+
+def _post(url: str, body: Any) -> tuple[int, bytes]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def test_chat_completion_goes_through_the_gateway_as_coder(gateway: Gateway) -> None:
+    with GatewayProxy(gateway, ECHO, context={"run_id": "proxy-run"}) as proxy:
+        status, raw = _post(f"{proxy.base_url}/chat/completions",
+                            {"model": "whatever-the-cli-says", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 200
+    body = json.loads(raw)
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "echo: hi"}
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"]["completion_tokens"] > 0
+    usage = gateway.usage("proxy-run")
+    assert usage.calls == 1 and usage.completion_tokens == body["usage"]["completion_tokens"]
+
+
+def test_tool_calls_and_streaming(gateway: Gateway) -> None:
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+    with GatewayProxy(gateway, CODER) as proxy:
+        status, raw = _post(f"{proxy.base_url}/chat/completions",
+                            {"model": "m", "stream": True, "tools": tools,
+                             "messages": [{"role": "user", "content": "SPEC_JSON_BEGIN {} SPEC_JSON_END"}]})
+    assert status == 200
+    events = [line[len("data: "):] for line in raw.decode().splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    first, last = json.loads(events[0]), json.loads(events[1])
+    call = first["choices"][0]["delta"]["tool_calls"][0]
+    assert call["index"] == 0 and call["function"]["name"] == "read_file"
+    assert json.loads(call["function"]["arguments"]) == {"path": "harness.py"}
+    assert last["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_bad_requests_get_clear_errors(gateway: Gateway) -> None:
+    with GatewayProxy(gateway, ECHO) as proxy:
+        status, raw = _post(f"{proxy.base_url}/chat/completions", b"{not json")
+        assert status == 400 and "invalid JSON" in json.loads(raw)["error"]["message"]
+        status, raw = _post(f"{proxy.base_url}/chat/completions", {"messages": []})
+        assert status == 400 and "messages" in json.loads(raw)["error"]["message"]
+        status, _ = _post(f"{proxy.base_url}/embeddings", {"input": "x"})
+        assert status == 404
+        with urllib.request.urlopen(f"{proxy.base_url}/models", timeout=10) as response:
+            assert json.loads(response.read())["data"][0]["id"] == ECHO
+    with pytest.raises(ValueError, match="loopback"):
+        GatewayProxy(gateway, ECHO, host="0.0.0.0")
+
+
+def test_relay_reaches_the_proxy_on_a_unix_socket(gateway: Gateway, tmp_path: Path) -> None:
+    socket_path = tmp_path / "proxy.sock"
+    port = free_port()
+    relay_source = Path(__file__).parents[2] / "ecdysis" / "evolution" / "cli_relay.py"
+    with GatewayProxy(gateway, ECHO, unix_socket=socket_path):
+        relay = subprocess.Popen([sys.executable, str(relay_source), str(port), str(socket_path)],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            assert relay.stdout is not None and "ready" in relay.stdout.readline()
+            status, raw = _post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                {"model": "m", "messages": [{"role": "user", "content": "via relay"}]})
+        finally:
+            relay.kill()
+            relay.wait()
+    assert status == 200
+    assert json.loads(raw)["choices"][0]["message"]["content"] == "echo: via relay"
+    assert not socket_path.exists()  # the proxy removes its socket when it stops
+
+
+CLIENT = r'''
+import json, socket, urllib.request
+req = urllib.request.Request("http://127.0.0.1:8765/v1/chat/completions",
+    data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "from the box"}]}).encode(),
+    headers={"Content-Type": "application/json"})
+print("REPLY", json.loads(urllib.request.urlopen(req, timeout=20).read())["choices"][0]["message"]["content"])
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=3)
+    print("OUTSIDE reachable")
+except OSError as exc:
+    print("OUTSIDE unreachable", type(exc).__name__)
+open("written-by-cli.txt", "w").write("ok")
+'''
+
+
+@pytest.mark.docker
+def test_no_network_container_reaches_only_the_gateway(gateway: Gateway, store: ArtifactStore, tmp_path: Path) -> None:
+    import docker
+
+    try:
+        docker.from_env().images.get(BASE_IMAGE)
+    except Exception:
+        pytest.skip(f"{BASE_IMAGE} is not built (sandbox/build-base-image.sh)")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "harness.py").write_text("def run(session):\n    return None\n")
+    run = run_behind_proxy(gateway, ECHO, BASE_IMAGE, "python3 /ecdysis/client.py", bundle,
+                           files={"client.py": CLIENT}, context={"run_id": "cli-box"}, timeout_s=120)
+    assert run.exit_code == 0, run.logs
+    assert "REPLY echo: from the box" in run.logs
+    assert "OUTSIDE unreachable" in run.logs
+    assert (bundle / "written-by-cli.txt").read_text() == "ok"
+    gateway.flush()
+    (call,) = store.read("llm_calls", run_id="cli-box")
+    assert call.role == Role.CODER and call.model == ECHO
