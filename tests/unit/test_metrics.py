@@ -6,7 +6,8 @@ from ecdysis.metrics import pass_at_k, pass_hat_k, summarize
 from ecdysis.records import Task, TerminationReason, TokenUsage, Trajectory
 
 
-def _traj(task_id: str, trial: int, reward: float, reason: TerminationReason = TerminationReason.USER_STOP) -> Trajectory:
+def _traj(task_id: str, trial: int, reward: float,
+          reason: TerminationReason = TerminationReason.USER_STOP) -> Trajectory:
     return Trajectory(
         trajectory_id=f"{task_id}-{trial}", run_id="r", task=Task(domain="airline", task_id=task_id), model="m",
         trial=trial, harness_hash="h", termination_reason=reason, reward=reward,

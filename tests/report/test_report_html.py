@@ -1,0 +1,120 @@
+"""The report file itself: written by the CLI, self-contained, escaped, from local and S3 stores, clear errors."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from conftest import Built
+from report_browser import parse
+from report_support import HOSTILE, MODELS, build_store
+from typer.testing import CliRunner
+
+from ecdysis.cli.main import app
+from ecdysis.records import Method, RunManifest
+from ecdysis.store import ArtifactStore
+from ecdysis.store.testing import moto_s3_server
+
+runner = CliRunner()
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def test_report_is_one_self_contained_file(report_file: Path) -> None:
+    text = report_file.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    lowered = text.lower()
+    assert "<script src" not in lowered and "<link" not in lowered, "the report must not load anything"
+    external = [(n.tag, n.attrs) for n in parse(text).iter()
+                if any(re.match(r"\s*(https?:)?//", n.attrs.get(a) or "") for a in ("src", "href"))]
+    assert not external, f"elements that load from the network: {external}"
+    assert text.count("* plotly.js v") == 1, "plotly.js is inlined exactly once"
+
+
+def test_llm_text_is_escaped(report_file: Path) -> None:
+    text = report_file.read_text(encoding="utf-8")
+    assert HOSTILE not in text
+    assert "<img src=x" not in text
+    assert html.escape(HOSTILE, quote=True) in text
+
+
+def test_report_shows_every_section(report_file: Path, built: Built) -> None:
+    dom = parse(report_file.read_text(encoding="utf-8"))
+    runs = [row.find_all("td")[0].text() for row in dom.by_id("runs-table").find_all("tr")[1:]]
+    assert runs == [built.expected.fdcr_run, built.expected.human_run]
+    heldout = dom.by_id("heldout-table").find_all("tr")[1:]
+    assert sorted((r.find_all("td")[0].text(), r.find_all("td")[2].text()) for r in heldout) == sorted(
+        (run, model) for run in (built.expected.fdcr_run, built.expected.human_run) for model in MODELS)
+    assert len(dom.find_all("details", cls="traj")) == sum(built.expected.trajectories.values())
+    for anchor in ("training", "evolution", "heldout", "trajectories"):
+        dom.by_id(anchor)
+
+
+def test_unknown_run_is_a_clear_error(built: Built, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    result = runner.invoke(app, ["report", built.expected.fdcr_run, "no-such-run", "-o", str(out), "--store",
+                                 built.uri])
+    assert result.exit_code == 1
+    assert "run 'no-such-run' not found" in result.output
+    assert built.expected.fdcr_run in result.output, "the error lists the runs the store does hold"
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def s3_uri() -> Iterator[str]:
+    """A bucket on a real S3-compatible server (moto_server on loopback), its env exported while in use."""
+    with moto_s3_server() as endpoint:
+        env = {**S3_ENV, "ECDYSIS_S3_ENDPOINT_URL": endpoint}
+        saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        bucket = f"report-{uuid.uuid4().hex[:8]}"
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+        try:
+            yield f"s3://{bucket}/runs"
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@pytest.mark.s3
+def test_report_from_an_s3_store(s3_uri: str, tmp_path: Path) -> None:
+    expected = build_store(ArtifactStore(s3_uri), "s3")
+    out = tmp_path / "s3-report.html"
+    result = runner.invoke(app, ["report", expected.fdcr_run, "-o", str(out), "--store", s3_uri])
+    assert result.exit_code == 0, result.output
+    dom = parse(out.read_text(encoding="utf-8"))
+    rounds = dom.by_id("rounds-0").find_all("tr")[1:]
+    assert [r.find_all("td")[0].text() for r in rounds] == ["0", "1", "2"]
+    fdcr_cards = [card for card in dom.find_all("div", cls="round-card") if "FDCR report" in card.text()]
+    assert len(fdcr_cards) == 2, "the FDCR reports of rounds 0 and 1 are shown"
+
+
+def test_viewer_cap_keeps_failures_first(built: Built, tmp_path: Path) -> None:
+    out = tmp_path / "capped.html"
+    result = runner.invoke(app, ["report", built.expected.fdcr_run, "-o", str(out), "--store", built.uri,
+                                 "--max-trajectories", "10"])
+    assert result.exit_code == 0, result.output
+    dom = parse(out.read_text(encoding="utf-8"))
+    entries = dom.find_all("details", cls="traj")
+    assert len(entries) == 10
+    assert {e.attrs["data-outcome"] for e in entries} == {"failure"}
+    assert f"Showing 10 of {built.expected.trajectories[built.expected.fdcr_run]} trajectories" in dom.text()
+
+
+def test_run_with_only_a_manifest(tmp_path: Path) -> None:
+    store = ArtifactStore(str(tmp_path / "store"))
+    store.write_manifest(RunManifest(run_id="just-started", kind="eval", method=Method.DIRECT, models=[MODELS[0]]))
+    out = tmp_path / "empty.html"
+    result = runner.invoke(app, ["report", "just-started", "-o", str(out), "--store", str(tmp_path / "store")])
+    assert result.exit_code == 0, result.output
+    text = parse(out.read_text(encoding="utf-8")).text()
+    for note in ("No training rounds", "No modification specs", "No eval-phase trajectories", "No trajectories"):
+        assert note in text
