@@ -18,6 +18,7 @@ $(PY):
 
 $(SETUP_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m ecdysis.llm.local_setup
 	touch $@
 
 sandbox-ready:
@@ -35,7 +36,7 @@ lint: setup
 	$(VENV)/bin/mypy ecdysis
 
 demo: setup sandbox-ready
-	$(VENV)/bin/ecdysis train configs/demo.yaml
+	$(VENV)/bin/ecdysis demo
 
 bench: setup
 	$(PY) -m ecdysis.bench

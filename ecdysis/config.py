@@ -1,10 +1,9 @@
 """Run configuration: one YAML file, validated by pydantic, every bad field reported with its dotted path.
 
 Each section is its own small model (``extra="forbid"``, strict types, a docstring under every field), so a
-component can own its section and the lead can swap a placeholder (``sandbox``, ``llm``) for that component's
-model without touching the rest. Example::
+component owns its section (``sandbox`` is the sandbox component's config union, ``llm`` the gateway's). Example::
 
-    cfg = load_config("configs/demo.yaml")
+    cfg = load_config("ecdysis/configs/demo.yaml")
     cfg.training.max_rounds
 """
 
@@ -18,7 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ecdysis.llm.config import GatewayConfig
 from ecdysis.records import Method, stable_hash
+from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
 
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -118,6 +119,23 @@ class TrainingConfig(Section):
         return Method(self.method)
 
 
+class RolloutsConfig(Section):
+    """How episodes are run in parallel."""
+
+    workers: int | None = Field(default=None, ge=1)
+    """Rollout worker actors (None: one per CPU of the Ray cluster)."""
+    episodes_per_worker: int = Field(default=8, ge=1)
+    """Episodes one worker runs at once (they mostly wait on the model)."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Attempts per episode when infrastructure fails (sandbox crash, worker loss)."""
+    max_steps: int = Field(default=30, ge=1)
+    """Task-model turns per episode."""
+    wall_clock_s: float = Field(default=300.0, gt=0)
+    """Wall-clock budget per episode."""
+    train_trials: int = Field(default=1, ge=1)
+    """Trials per training task in each training evaluation."""
+
+
 class RunConfig(Section):
     """A whole run, as written in YAML."""
 
@@ -135,10 +153,12 @@ class RunConfig(Section):
     """Models per role."""
     training: TrainingConfig = TrainingConfig()
     """Training method and budget."""
-    sandbox: dict[str, Any] = Field(default_factory=dict)
-    """Sandbox settings (placeholder: owned by the sandbox component)."""
-    llm: dict[str, Any] = Field(default_factory=dict)
-    """LLM gateway settings (placeholder: owned by the gateway component)."""
+    sandbox: SandboxConfig = Field(default_factory=AutoSandboxConfig)
+    """Sandbox backend: ``{type: auto}`` (Docker when a daemon answers, else process), ``docker`` or ``process``."""
+    llm: GatewayConfig = Field(default_factory=GatewayConfig)
+    """LLM gateway: response cache, retries, timeouts, per-model settings, budgets (max_usd, max_tokens)."""
+    rollouts: RolloutsConfig = Field(default_factory=lambda: RolloutsConfig())
+    """Parallel rollouts on Ray."""
 
     @field_validator("run_name")
     @classmethod

@@ -44,12 +44,9 @@ def new_run_id(kind: str) -> str:
 
 def select_tasks(plan: EvalPlan) -> list[Task]:
     """The plan's tasks: the explicit list, or a seeded draw from τ²'s split."""
-    from ecdysis.tau.domain import TauDomain
+    from ecdysis.tau.domain import select_tasks as draw
 
-    domain = TauDomain.load(plan.domain)
-    if plan.task_ids:
-        return domain.tasks_by_id(plan.task_ids)
-    return domain.select_tasks(plan.split, plan.n_tasks, seed=plan.seed)
+    return draw(plan.domain, plan.split, plan.n_tasks, seed=plan.seed, task_ids=plan.task_ids or None)
 
 
 def episode_requests(tasks: Sequence[Task], *, harness_dir: Path, harness_hash: str, model: str, user_model: str,

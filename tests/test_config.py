@@ -34,7 +34,7 @@ models:
   diagnoser: openai/gpt-4.1
   coder: openai/gpt-4.1
 training: {method: ecdysis-fdcr, max_rounds: 5, failure_threshold: 0.5, fdcr_passes: 3}
-sandbox: {backend: docker, memory_mb: 512}
+sandbox: {type: docker, mem_limit: 512m}
 llm: {cache: true}
 """
 
@@ -54,7 +54,8 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
     assert cfg.models.task == ["scripted/ecdysis.x:agent"]
     assert (cfg.training.method, cfg.training.max_rounds, cfg.training.failure_threshold) == ("ecdysis", 3, 1.0)
     assert cfg.training.fdcr_passes == 2
-    assert cfg.sandbox == {} and cfg.llm == {}
+    assert cfg.sandbox.type == "auto" and cfg.llm.cache is True
+    assert cfg.rollouts.train_trials == 1
 
 
 def test_full_config(tmp_path: Path) -> None:
@@ -65,7 +66,7 @@ def test_full_config(tmp_path: Path) -> None:
     assert cfg.benchmark.task_ids == ["1", "2"]
     assert cfg.models.task == ["openai/gpt-4.1", "deepseek/deepseek-chat"]
     assert cfg.training.method_enum is Method.ECDYSIS_FDCR
-    assert cfg.sandbox["memory_mb"] == 512
+    assert cfg.sandbox.type == "docker" and cfg.sandbox.mem_limit == "512m"
     assert cfg.config_hash() == parse_config(cfg.model_dump(mode="json")).config_hash()
     assert cfg.config_hash() != load_config(_write(tmp_path, MINIMAL)).config_hash()
 
@@ -75,7 +76,7 @@ def test_every_field_has_a_docstring() -> None:
     for field in RunConfig.model_fields.values():
         if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
             sections.append(field.annotation)
-    assert len(sections) == 6
+    assert len(sections) == 8
     for section in sections:
         for name, field in section.model_fields.items():
             assert field.description, f"{section.__name__}.{name} has no docstring"
@@ -92,6 +93,10 @@ def test_every_field_has_a_docstring() -> None:
         ("ray: {num_cpus: '4'}", "ray.num_cpus: Input should be a valid integer"),
         ("storage: {uri: ftp://x/y}", "storage.uri: unsupported store URI scheme 'ftp'"),
         ("extra_section: 1", "extra_section: Extra inputs are not permitted"),
+        ("sandbox: {type: docker, pids_limit: lots}", "sandbox.docker.pids_limit: Input should be a valid integer"),
+        ("sandbox: {type: vm}", "sandbox: Input tag 'vm'"),
+        ("llm: {max_retries: x}", "llm.max_retries: Input should be a valid integer"),
+        ("rollouts: {episodes_per_worker: 0}", "rollouts.episodes_per_worker: Input should be greater than"),
     ],
 )
 def test_bad_field_is_named_by_path(tmp_path: Path, patch: str, expected: str) -> None:

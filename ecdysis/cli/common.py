@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, NoReturn
 
 import typer
@@ -10,7 +11,8 @@ from rich.markup import escape
 
 from ecdysis.store import DEFAULT_URI, ArtifactStore, StoreError
 
-console = Console()
+# Piped output (CI logs, `| tee`) gets a wide page so result tables stay readable.
+console = Console(width=None if sys.stdout.isatty() else 180)
 err_console = Console(stderr=True)
 
 StoreOption = Annotated[

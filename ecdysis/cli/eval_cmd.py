@@ -24,7 +24,7 @@ def eval_command(
     model: Annotated[list[str], typer.Option("--model", help="Task model (litellm string); repeat for a matrix.")]
     = ["scripted/ecdysis.tau.scripted:gold_agent"],  # noqa: B006
     user_model: Annotated[str, typer.Option("--user-model", help="User simulator model.")]
-    = "scripted/ecdysis.tau.scripted:scenario_user",
+    = "scripted/ecdysis.tau.scripted:scripted_user",
     domain: Annotated[str, typer.Option("--domain", help="airline, retail or mock.")] = "airline",
     split: Annotated[str, typer.Option("--split", help="τ² split to draw from: train or test.")] = "test",
     tasks: Annotated[int, typer.Option("--tasks", help="How many tasks to draw from the split (0: all).")] = 20,
@@ -68,7 +68,8 @@ def eval_command(
             run_id, rows = run_eval(plan, store=artifacts, settings=settings, on_result=on_result)
     except (BundleError, TauDomainError) as err:
         fail(str(err))
-    console.print(summary_table(rows, title=f"{domain} · {split} · {trials} trials · run {run_id}"))
+    console.print(summary_table(rows, title=f"{domain} · {split} · {trials} trials · run {run_id}"),
+                  width=max(console.width, 170))
     console.print(f"trajectories stored in {artifacts.uri} (run {run_id})", highlight=False)
 
 

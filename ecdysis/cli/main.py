@@ -14,6 +14,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ecdysis.cli.runs",
     "ecdysis.cli.config_cmd",
     "ecdysis.cli.eval_cmd",
+    "ecdysis.cli.train_cmd",
+    "ecdysis.cli.demo_cmd",
     "ecdysis.cli.report_cmd",
     "ecdysis.cli.compare_cmd",
 )

@@ -19,7 +19,7 @@ class CacheRule(StrEnum):
 class ModelConfig(BaseModel):
     """How one model string is served."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     model: str | None = None
     """The litellm model string this entry resolves to (an alias); None keeps the key itself."""
@@ -36,7 +36,7 @@ class ModelConfig(BaseModel):
 class GatewayConfig(BaseModel):
     """Behaviour of :class:`ecdysis.llm.Gateway`: cache, retries, limits, budgets and model routing."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     cache: bool = True
     """Serve identical calls from the response cache (memory, then the store's keyed objects)."""

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ecdysis.records import TerminationReason, Trajectory, stable_hash
+from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.settings import RolloutSettings
 from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory
 
 ProgressFn = Callable[[Trajectory], None]
-
-
-def trajectory_id(request: Any, attempt: int) -> str:
-    """Deterministic id: a retried or resumed episode writes under the same name, so rows are never doubled."""
-    key = [request.run_id, request.round, request.phase, request.harness_hash, request.task.domain,
-           request.task.task_id, request.model, request.trial, attempt]
-    return stable_hash(key)[:20]
 
 
 class RolloutPool:
@@ -71,21 +63,21 @@ class RolloutPool:
                 index, attempt = pending.pop(0)
                 worker = min(self._workers, key=lambda w: load[id(w)])
                 load[id(worker)] += 1
-                in_flight[worker.run.remote(requests[index])] = (index, attempt, worker)
+                request = requests[index].model_copy(update={"attempt": attempt})
+                in_flight[worker.run.remote(request)] = (index, attempt, worker)
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=5.0)
             for ref in done:
                 index, attempt, worker = in_flight.pop(ref)
                 load[id(worker)] = load.get(id(worker), 1) - 1
-                request = requests[index]
-                started = time.monotonic()
+                request = requests[index].model_copy(update={"attempt": attempt})
                 try:
                     trajectory: Trajectory = ray.get(ref)
                 except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
                     self._replace(worker, load)
                     trajectory = failed_trajectory(request, TerminationReason.INFRASTRUCTURE_ERROR,
-                                                   f"rollout worker lost: {exc}"[:2000],
-                                                   wall_time_s=time.monotonic() - started)
-                trajectory = trajectory.model_copy(update={"trajectory_id": trajectory_id(request, attempt),
+                                                   f"rollout worker lost: {exc}"[:2000])
+                # Ids are deterministic: a retried or resumed episode writes under the same name, never twice.
+                trajectory = trajectory.model_copy(update={"trajectory_id": request.trajectory_id(),
                                                            "attempt": attempt})
                 if trajectory.termination_reason.is_infrastructure and attempt + 1 < self.settings.max_attempts:
                     self.retries += 1

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class RolloutSettings(BaseModel):
     """Settings shipped to every `RolloutWorker`; each worker builds its gateway, sandbox and store from them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     store_uri: str = "./runs"
     """Artifact store for trajectories, llm_calls and the response cache."""

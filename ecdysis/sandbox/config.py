@@ -15,7 +15,7 @@ MIB = 1 << 20
 
 
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     wall_clock_s: float = Field(default=900.0, gt=0)
     """Hard lifetime of a sandbox after its ``start`` message; past it the sandbox is killed (a backstop: the driver
@@ -105,7 +105,7 @@ class ProcessSandboxConfig(_Common):
 class AutoSandboxConfig(BaseModel):
     """Docker when a daemon answers, else the process backend (with a warning)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     type: Literal["auto"] = "auto"
     """Selects automatic choice."""

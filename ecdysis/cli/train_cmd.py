@@ -1,0 +1,114 @@
+"""``ecdysis train CONFIG``: harness training rounds on Ray, then the held-out evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ecdysis.cli.common import console, fail
+from ecdysis.config import RunConfig
+from ecdysis.training import TrainingOutcome
+
+BUILTIN_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``train`` to ``app``."""
+    app.command("train")(train_command)
+
+
+def resolve_config_path(name: str) -> Path:
+    """A config file path, or the name of a config shipped in the package (``demo``, ``airline``...)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    builtin = BUILTIN_CONFIGS / f"{name.removesuffix('.yaml')}.yaml"
+    if builtin.is_file():
+        return builtin
+    known = ", ".join(sorted(p.stem for p in BUILTIN_CONFIGS.glob("*.yaml")))
+    fail(f"no config file {name!r} (built-in configs: {known})")
+
+
+def train_command(
+    config: Annotated[str, typer.Argument(help="Run config YAML, or a built-in config name (demo, airline).")],
+    method: Annotated[str | None, typer.Option("--method", help="se, ecdysis or ecdysis-fdcr (default: the "
+                                               "config's training.method).")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue this run id where it stopped.")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Override storage.uri.")] = None,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Override ray.address.")] = None,
+    heldout: Annotated[bool, typer.Option("--heldout/--no-heldout", help="Evaluate the final harness on the "
+                                          "held-out tasks.")] = True,
+) -> None:
+    """Train the harness: evaluate → failures → diagnosis → coding agent → validate → accept or roll back."""
+    from ecdysis.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(resolve_config_path(config))
+    except ConfigError as err:
+        fail(str(err))
+    updates: dict[str, object] = {}
+    if store:
+        updates["storage"] = cfg.storage.model_copy(update={"uri": store})
+    if ray_address:
+        updates["ray"] = cfg.ray.model_copy(update={"address": ray_address})
+    if method is not None and method not in ("se", "ecdysis", "ecdysis-fdcr"):
+        fail(f"--method must be se, ecdysis or ecdysis-fdcr, not {method!r}")
+    run_training(cfg.model_copy(update=updates), method=method, resume=resume, heldout=heldout)
+
+
+def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | None = None,
+                 heldout: bool = True) -> TrainingOutcome:
+    """Run (or resume) a training run on Ray and print its round-by-round summary."""
+    import os
+
+    import ray
+
+    from ecdysis.llm import BudgetExceeded
+    from ecdysis.ray_env import ensure_ray
+    from ecdysis.records import Method
+    from ecdysis.training import default_run_id, start_driver
+
+    chosen = Method(method or cfg.training.method)
+    if not cfg.storage.uri.startswith(("/", "s3://")):
+        cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(
+            update={"uri": os.path.abspath(cfg.storage.uri)})})
+    run_id = resume or default_run_id(cfg, chosen)
+    ensure_ray(cfg.ray.address, num_cpus=cfg.ray.num_cpus)
+    console.print(f"[bold]training[/] run {run_id} · method {chosen.value} · {cfg.benchmark.domain} · "
+                  f"models {', '.join(cfg.models.task)} · store {cfg.storage.uri}", highlight=False)
+    driver = start_driver(cfg, method=chosen, run_id=run_id)
+    try:
+        with console.status("rounds running on the driver actor (evaluate → diagnose → code → validate → decide)"):
+            outcome = ray.get(driver.run.remote(resume=resume is not None, evaluate_heldout=heldout))
+    except ray.exceptions.RayTaskError as err:
+        cause = err.as_instanceof_cause()
+        if isinstance(cause, BudgetExceeded):
+            fail(f"run {run_id} stopped: {cause}. Everything done so far is kept; resume with --resume {run_id}")
+        fail(f"run {run_id} failed: {cause}. Completed steps are checkpointed; resume with --resume {run_id}")
+    rounds = Table(title=f"run {outcome.run_id} · {outcome.method.value}")
+    for column in ("round", "base", "candidate", "decision", "failures", "mod. calls", "eval s", "diag s",
+                   "code s", "cand. eval s", "note"):
+        rounds.add_column(column, justify="left" if column in ("decision", "note") else "right")
+    for r in outcome.rounds:
+        phase = {name: stats.wall_time_s for name, stats in r.phases.items()}
+        rounds.add_row(str(r.round), f"{r.base_score:.3f}",
+                       "-" if r.candidate_score is None else f"{r.candidate_score:.3f}",
+                       "accepted" if r.accepted else "rolled back" if r.candidate_hash else "no candidate",
+                       str(r.n_failures), str(r.modification_calls), f"{phase.get('evaluation', 0):.1f}",
+                       f"{phase.get('diagnosis', 0):.1f}", f"{phase.get('coding', 0):.1f}",
+                       f"{phase.get('candidate_evaluation', 0):.1f}", r.note[:60])
+    console.print(rounds, width=max(console.width, 150))
+    console.print(f"harness {outcome.initial_hash[:12]} → {outcome.final_hash[:12]} · final training score "
+                  f"{outcome.final_train_score:.3f}", highlight=False)
+    if outcome.heldout:
+        from ecdysis.cli.eval_cmd import summary_table
+
+        console.print(summary_table(outcome.heldout, title="held-out evaluation of the final harness"),
+                      width=max(console.width, 170))
+    console.print(f"run data: {cfg.storage.uri} (run {outcome.run_id}); inspect with `ecdysis runs show "
+                  f"{outcome.run_id} --store {cfg.storage.uri}` or `ecdysis report {outcome.run_id} -o report.html "
+                  f"--store {cfg.storage.uri}`", highlight=False, soft_wrap=True)
+    return outcome

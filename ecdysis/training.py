@@ -1,0 +1,164 @@
+"""`ecdysis train`: a driver actor runs the training rounds on Ray, then evaluates the final harness on held-out tasks.
+
+Layering: `TrainingDriver` (one Ray actor per run) builds the parts from a `RunConfig` — store, gateway, sandbox,
+rollout pool, diagnoser, coding agent — and hands them to `ecdysis.evolution.TrainingLoop`, which owns the rounds
+and their checkpoints. Killing the driver loses nothing that was completed: `resume` picks up from the store.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ecdysis.config import RunConfig
+from ecdysis.metrics import EvalSummary
+from ecdysis.records import Method, RoundResult, RunManifest, Task, stable_hash, utc_now
+from ecdysis.rollouts import RolloutPool, RolloutSettings
+
+
+class TrainingOutcome(BaseModel):
+    """What a finished training run reports back to the CLI."""
+
+    run_id: str
+    method: Method
+    initial_hash: str
+    final_hash: str
+    final_train_score: float
+    rounds: list[RoundResult]
+    heldout: list[EvalSummary]
+    stopped_reason: str | None = None
+
+
+def rollout_settings(config: RunConfig) -> RolloutSettings:
+    """The worker-side settings of a run config."""
+    r = config.rollouts
+    return RolloutSettings(
+        store_uri=config.storage.uri, gateway=config.llm.model_dump(mode="json"),
+        sandbox=config.sandbox.model_dump(mode="json"), workers=r.workers, episodes_per_worker=r.episodes_per_worker,
+        max_attempts=r.max_attempts, max_steps=r.max_steps, wall_clock_s=r.wall_clock_s,
+    )
+
+
+def training_tasks(config: RunConfig) -> tuple[list[Task], list[Task]]:
+    """The run's training and held-out tasks (explicit ids train and test on the same list)."""
+    from ecdysis.tau.domain import select_tasks
+
+    b = config.benchmark
+    if b.task_ids:
+        tasks = select_tasks(b.domain, task_ids=b.task_ids)
+        return tasks, tasks
+    train = select_tasks(b.domain, "train", b.train_tasks, seed=b.selection_seed)
+    test = select_tasks(b.domain, "test", b.test_tasks, seed=b.selection_seed) if b.test_tasks else []
+    return train, test
+
+
+class TrainingDriver:
+    """Runs one training run; wrap with ``ray.remote`` (see `start_driver`). Also usable in-process.
+
+    Example::
+
+        driver = TrainingDriver(load_config("ecdysis/configs/demo.yaml"), method=Method.ECDYSIS, run_id="demo-1")
+        outcome = driver.run()
+    """
+
+    def __init__(self, config: RunConfig, *, method: Method, run_id: str, workspace: str | None = None) -> None:
+        self.config = config
+        self.method = method
+        self.run_id = run_id
+        self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ecdysis-train-"))
+
+    def run(self, *, resume: bool = False, evaluate_heldout: bool = True) -> TrainingOutcome:
+        """Train (or continue training), then evaluate the final harness on the held-out tasks."""
+        from ecdysis.bundle import builtin_harness_dir
+        from ecdysis.evaluation import episode_requests, package_versions
+        from ecdysis.evolution import BuiltinCodingAgent, TrainingConfig, TrainingLoop, diagnoser_for
+        from ecdysis.evolution.bundles import HarnessBlobs
+        from ecdysis.fdcr import FDCRDiagnoser
+        from ecdysis.llm import BudgetExceeded, Gateway
+        from ecdysis.metrics import summarize
+        from ecdysis.sandbox import make_backend
+        from ecdysis.store import ArtifactStore
+
+        cfg = self.config
+        store = ArtifactStore(cfg.storage.uri)
+        train, test = training_tasks(cfg)
+        manifest = store.read_manifest(self.run_id) if resume else None
+        if manifest is None:
+            manifest = RunManifest(
+                run_id=self.run_id, kind="train", method=self.method, config=cfg.model_dump(mode="json"),
+                config_hash=cfg.config_hash(), package_versions=package_versions(), seed=cfg.seed,
+                models=list(cfg.models.task), tasks=train + test,
+                note=f"train={len(train)} test={len(test)} tasks",
+            )
+            store.write_manifest(manifest)
+        llm = Gateway(cfg.llm, store=store, context={"run_id": self.run_id})
+        backend = make_backend(cfg.sandbox)
+        settings = rollout_settings(cfg)
+        pool = RolloutPool(settings, store=store)
+
+        def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Any]:
+            requests = []
+            for model in cfg.models.task:
+                requests += episode_requests(train, harness_dir=bundle_dir, harness_hash=harness_hash, model=model,
+                                             user_model=cfg.models.user, trials=cfg.rollouts.train_trials,
+                                             run_id=self.run_id, round=round_, phase=phase, settings=settings,
+                                             seed=cfg.seed)
+            return pool.evaluate(requests)
+
+        fdcr = FDCRDiagnoser(llm, cfg.models.diagnoser, passes=cfg.training.fdcr_passes, store=store,
+                             task_models=list(cfg.models.task))
+        loop = TrainingLoop(
+            TrainingConfig(run_id=self.run_id, method=self.method, harness_dir=builtin_harness_dir("human"),
+                           max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
+                           workspace=self.workspace, write_trajectories=False),
+            store, llm, backend, evaluate, diagnoser_for(llm, cfg.models.diagnoser, fdcr=fdcr),
+            BuiltinCodingAgent(llm, cfg.models.coder, backend),
+        )
+        stopped: str | None = None
+        try:
+            try:
+                result = loop.resume(self.run_id) if resume else loop.run()
+            except BudgetExceeded as exc:
+                stopped = f"budget exceeded: {exc}"
+                store.write_manifest(manifest.model_copy(update={"status": "stopped", "note": stopped,
+                                                                 "finished_at": utc_now()}))
+                raise
+            heldout: list[EvalSummary] = []
+            if evaluate_heldout and test:
+                final_dir = HarnessBlobs(store, self.workspace).materialize(result.final_hash)
+                for model in cfg.models.task:
+                    requests = episode_requests(test, harness_dir=final_dir, harness_hash=result.final_hash,
+                                                model=model, user_model=cfg.models.user, trials=cfg.benchmark.trials,
+                                                run_id=self.run_id, round=len(result.rounds), phase="eval",
+                                                settings=settings, seed=cfg.seed)
+                    heldout.append(summarize(pool.evaluate(requests), harness=result.final_hash[:12], model=model,
+                                             k=cfg.benchmark.trials))
+            store.write_manifest(manifest.model_copy(update={
+                "status": "finished", "finished_at": utc_now(), "final_harness_hash": result.final_hash}))
+            rounds = [r for r in store.read("rounds", run_id=self.run_id) if isinstance(r, RoundResult)]
+            return TrainingOutcome(
+                run_id=self.run_id, method=self.method, initial_hash=result.initial_hash,
+                final_hash=result.final_hash, final_train_score=result.final_score,
+                rounds=sorted(rounds, key=lambda r: r.round), heldout=heldout, stopped_reason=stopped,
+            )
+        finally:
+            llm.close()
+            pool.close()
+            backend.shutdown()
+
+
+def default_run_id(config: RunConfig, method: Method) -> str:
+    """A unique run id derived from the run name."""
+    return f"{config.run_name}-{method.value}-{stable_hash([utc_now().isoformat()])[:8]}"
+
+
+def start_driver(config: RunConfig, *, method: Method, run_id: str) -> Any:
+    """The driver as a Ray actor (the head node's CPUs stay free for rollouts: it reserves none)."""
+    import ray
+
+    actor_cls = ray.remote(TrainingDriver).options(num_cpus=0, name=f"ecdysis-driver-{run_id}",  # type: ignore[attr-defined]
+                                                   max_restarts=0, lifetime=None)
+    return actor_cls.remote(config, method=method, run_id=run_id)
