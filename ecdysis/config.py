@@ -112,6 +112,9 @@ class TrainingConfig(Section):
     """A trajectory whose reward is below this becomes a failure record."""
     fdcr_passes: int = Field(default=2, ge=1)
     """Analyst → Critic → Engineer passes before the Moderator (``ecdysis-fdcr`` only)."""
+    prompt_budget_chars: int = Field(default=70_000, ge=4_000)
+    """Characters of failure evidence plus harness source in one diagnosis prompt; keep it under the diagnosis
+    model's context window (about 4 characters per token)."""
 
     @property
     def method_enum(self) -> Method:

@@ -108,13 +108,15 @@ class TrainingDriver:
                                              seed=cfg.seed)
             return pool.evaluate(requests)
 
+        budget = cfg.training.prompt_budget_chars
         fdcr = FDCRDiagnoser(llm, cfg.models.diagnoser, passes=cfg.training.fdcr_passes, store=store,
-                             task_models=list(cfg.models.task))
+                             task_models=list(cfg.models.task), harness_budget_chars=budget * 3 // 7,
+                             evidence_budget_chars=budget * 4 // 7)
         loop = TrainingLoop(
             TrainingConfig(run_id=self.run_id, method=self.method, harness_dir=builtin_harness_dir("human"),
                            max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
                            workspace=self.workspace, write_trajectories=False),
-            store, llm, backend, evaluate, diagnoser_for(llm, cfg.models.diagnoser, fdcr=fdcr),
+            store, llm, backend, evaluate, diagnoser_for(llm, cfg.models.diagnoser, fdcr=fdcr, prompt_chars=budget),
             BuiltinCodingAgent(llm, cfg.models.coder, backend),
         )
         stopped: str | None = None

@@ -67,15 +67,18 @@ class SequentialDiagnoser(PromptDiagnoser):
     method = "se"
 
 
-def diagnoser_for(llm: LLMClient, model: str, *, fdcr: Diagnoser | None = None) -> Callable[[Method], Diagnoser]:
+def diagnoser_for(llm: LLMClient, model: str, *, fdcr: Diagnoser | None = None,
+                  prompt_chars: int = 70_000) -> Callable[[Method], Diagnoser]:
     """The training loop's ``diagnoser_for_method``: ``se`` → :class:`SequentialDiagnoser`, ``ecdysis`` →
-    :class:`BatchDiagnoser`, ``ecdysis-fdcr`` → ``fdcr`` (required for that method)."""
+    :class:`BatchDiagnoser`, ``ecdysis-fdcr`` → ``fdcr`` (required for that method). ``prompt_chars`` bounds the
+    failure evidence plus harness source of one prompt (4/7 evidence, 3/7 source) to fit the model's context."""
+    budgets = {"max_failure_chars": prompt_chars * 4 // 7, "max_source_chars": prompt_chars * 3 // 7}
 
     def choose(method: Method) -> Diagnoser:
         if method == Method.SE:
-            return SequentialDiagnoser(llm, model)
+            return SequentialDiagnoser(llm, model, **budgets)
         if method == Method.ECDYSIS:
-            return BatchDiagnoser(llm, model)
+            return BatchDiagnoser(llm, model, **budgets)
         if method == Method.ECDYSIS_FDCR:
             if fdcr is None:
                 raise ValueError("method 'ecdysis-fdcr' needs an FDCR diagnoser (diagnoser_for(..., fdcr=...))")
