@@ -161,6 +161,6 @@ def start_driver(config: RunConfig, *, method: Method, run_id: str) -> Any:
     """The driver as a Ray actor (the head node's CPUs stay free for rollouts: it reserves none)."""
     import ray
 
-    actor_cls = ray.remote(TrainingDriver).options(num_cpus=0, name=f"ecdysis-driver-{run_id}",  # type: ignore[attr-defined]
-                                                   max_restarts=0, lifetime=None)
+    remote_cls: Any = ray.remote(TrainingDriver)
+    actor_cls = remote_cls.options(num_cpus=0, name=f"ecdysis-driver-{run_id}", max_restarts=0)
     return actor_cls.remote(config, method=method, run_id=run_id)
