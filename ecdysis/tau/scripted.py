@@ -1,0 +1,155 @@
+"""Deterministic τ² participants, addressed as ``scripted/ecdysis.tau.scripted:<function>`` through the gateway.
+
+Each is a :class:`ecdysis.protocols.ScriptedModelFn`; it reads ``domain`` and ``task_id`` from the gateway context
+(the episode puts them there) and the task's gold data from :class:`TauDomain` (trusted side only).
+
+Task models (role ``task``) see the harness's conversation and track their progress by counting the tool calls
+already in it, so they work under any harness that keeps the assistant's tool calls in the conversation:
+
+- :func:`gold_agent`: runs the task's gold actions in order as tool calls (one per turn), then sends one message
+  containing every ``communicate_info`` string, then only closes politely. Scores 1.0 on every airline and retail task.
+- :func:`skip_one_write_agent`: the same, but leaves out the first gold WRITE action: scores 0 on every task that
+  has a write (the DB no longer matches).
+- :func:`repeat_write_agent`: **the documented, harness-fixable flaw.** It behaves like the gold agent, but after
+  every successful write it issues the very same write call once more ("retrying" an action that already
+  succeeded). Airline writes are not idempotent (``cancel_reservation`` adds the refunds again,
+  ``book_reservation`` books a second reservation, ``send_certificate`` sends another), so the duplicate changes the
+  DB and the reward drops to 0 (airline task 7 is the reference case); most retail writes refuse the second call
+  or repeat the same value, so the flaw shows mainly on airline. Fix: a validation rule that blocks a write
+  call identical (name and arguments) to one already executed successfully in the episode. The seed ``human``
+  harness deliberately lacks this rule, so an evolution run has something to discover.
+
+User model (role ``user``):
+
+- :func:`scripted_user`: opens with the scenario's reason for calling and known info, answers ``yes`` to any
+  question asking for confirmation, and otherwise ends the conversation with ``###STOP###``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ecdysis.tau.domain import TauDomain
+
+STOP = "###STOP###"
+CLOSING = "Is there anything else I can help you with?"
+
+
+def _task(context: dict[str, Any]) -> tuple[TauDomain, Any]:
+    domain = TauDomain.load(str(context.get("domain", "")))
+    return domain, domain.task(str(context.get("task_id", "")))
+
+
+def _tool_calls_made(messages: list[dict[str, Any]]) -> int:
+    return sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+
+
+def _final_sent(messages: list[dict[str, Any]], marker: str) -> bool:
+    return any(m.get("role") == "assistant" and marker in str(m.get("content") or "") for m in messages)
+
+
+def _tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"content": None, "tool_calls": [{"id": call_id, "type": "function",
+                                             "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+FINAL_MARKER = "Here is a summary of what I did"
+
+
+def final_message(communicate_info: list[str]) -> str:
+    """The closing message: it carries every string the task requires the agent to communicate."""
+    facts = "; ".join(communicate_info) if communicate_info else "everything you asked for is handled"
+    return f"{FINAL_MARKER}: {facts}."
+
+
+def _plan_agent(messages: list[dict[str, Any]], context: dict[str, Any], plan: list[tuple[str, dict[str, Any]]],
+                info: list[str]) -> str | dict[str, Any]:
+    made = _tool_calls_made(messages)
+    if made < len(plan):
+        name, arguments = plan[made]
+        return _tool_call(f"scripted-{made}", name, arguments)
+    if not _final_sent(messages, FINAL_MARKER):
+        return final_message(info)
+    return CLOSING
+
+
+def _gold_plan(context: dict[str, Any]) -> tuple[TauDomain, list[tuple[str, dict[str, Any]]], list[str]]:
+    domain, task = _task(context)
+    actions = task.evaluation_criteria.actions or []
+    plan = [(a.name, dict(a.arguments)) for a in actions]
+    return domain, plan, list(task.evaluation_criteria.communicate_info or [])
+
+
+def gold_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+               context: dict[str, Any]) -> str | dict[str, Any]:
+    """Performs the task's gold actions, then communicates the required info."""
+    _, plan, info = _gold_plan(context)
+    return _plan_agent(messages, context, plan, info)
+
+
+def skip_one_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                         context: dict[str, Any]) -> str | dict[str, Any]:
+    """The gold agent without the first gold write action."""
+    domain, plan, info = _gold_plan(context)
+    writes = [i for i, (name, _) in enumerate(plan) if domain.is_write(name)]
+    if writes:
+        plan = plan[: writes[0]] + plan[writes[0] + 1:]
+    return _plan_agent(messages, context, plan, info)
+
+
+def repeat_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       context: dict[str, Any]) -> str | dict[str, Any]:
+    """The gold agent with a recurring flaw: every gold write is issued twice in a row (see the module doc)."""
+    domain, plan, info = _gold_plan(context)
+    doubled: list[tuple[str, dict[str, Any]]] = []
+    for name, arguments in plan:
+        doubled.append((name, arguments))
+        if domain.is_write(name):
+            doubled.append((name, arguments))
+    return _plan_agent(messages, context, doubled, info)
+
+
+CONFIRM_WORDS = ("confirm", "(yes/no)", "shall i proceed", "do you want me to proceed")
+
+
+def scripted_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  context: dict[str, Any]) -> str:
+    """A deterministic user: states the scenario, confirms when asked, then stops.
+
+    It sees the user simulator's conversation, where the agent's utterances have role ``user``.
+    """
+    _, task = _task(context)
+    agent_turns = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+    if len(agent_turns) <= 1:
+        instructions = task.user_scenario.instructions
+        if isinstance(instructions, str):
+            return instructions
+        parts = [instructions.reason_for_call, instructions.known_info]
+        return " ".join(p.strip() for p in parts if p)
+    last = agent_turns[-1].lower()
+    if any(word in last for word in CONFIRM_WORDS):
+        return "Yes, I confirm. Please go ahead."
+    return STOP
+
+
+_RESERVATION_ID = re.compile(r"\b[A-Z0-9]{6}\b")
+
+
+def eager_cancel_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       context: dict[str, Any]) -> str | dict[str, Any]:
+    """A policy-blind agent: it first cancels every reservation the user wants cancelled that the gold actions do
+    not cancel (no policy check), then behaves like the gold agent. The ``human`` harness's airline cancellation
+    rule blocks those calls (airline task 0 is the reference case); the ``direct`` harness executes them."""
+    domain, plan, info = _gold_plan(context)
+    _, task = _task(context)
+    instructions = task.user_scenario.instructions
+    reason = instructions if isinstance(instructions, str) else instructions.reason_for_call or ""
+    eager: list[tuple[str, dict[str, Any]]] = []
+    if domain.name == "airline" and "cancel" in reason.lower():
+        gold_cancels = {args.get("reservation_id") for name, args in plan if name == "cancel_reservation"}
+        for rid in _RESERVATION_ID.findall(reason):
+            if rid not in gold_cancels:
+                eager.append(("cancel_reservation", {"reservation_id": rid}))
+    return _plan_agent(messages, context, eager + plan, info)
