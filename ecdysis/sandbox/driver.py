@@ -133,6 +133,8 @@ def run_protocol(sandbox: Sandbox, start: dict[str, Any], handlers: Mapping[str,
             outcome.finish_reason = TerminationReason.OUT_OF_MEMORY
         elif exc.timed_out:
             outcome.finish_reason = TerminationReason.TIMEOUT
+        elif exc.by_harness:
+            outcome.finish_reason = TerminationReason.HARNESS_ERROR
         else:
             outcome.finish_reason = TerminationReason.SANDBOX_ERROR
         outcome.note = str(exc)

@@ -17,11 +17,18 @@ class SandboxExited(SandboxError):
     when its CPU or lifetime budget ran out."""
 
     def __init__(self, message: str, *, oom: bool = False, timed_out: bool = False,
-                 exit_code: int | None = None) -> None:
+                 exit_code: int | None = None, by_harness: bool | None = None) -> None:
         super().__init__(message)
         self.oom = oom
         self.timed_out = timed_out
         self.exit_code = exit_code
+        self._by_harness = by_harness
+
+    @property
+    def by_harness(self) -> bool:
+        """Whether the code inside ended the runtime (it exited or closed its output on its own). Such an ending
+        is the harness's fault, never infrastructure: otherwise a harness could dodge a bad grade by crashing."""
+        return self._by_harness if self._by_harness is not None else self.exit_code is not None
 
 
 class SandboxUnavailable(SandboxError):

@@ -196,7 +196,8 @@ class ProcessSandbox(StreamSandbox):
         try:
             code = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            return SandboxExited(f"sandbox {self.sandbox_id} closed its output but is still running")
+            return SandboxExited(f"sandbox {self.sandbox_id} closed its output but is still running",
+                                 by_harness=True)
         if code == -signal.SIGXCPU:
             return SandboxExited(f"sandbox {self.sandbox_id} used up its CPU-time limit", timed_out=True,
                                  exit_code=code)

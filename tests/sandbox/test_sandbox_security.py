@@ -137,6 +137,16 @@ def test_infinite_loop_times_out(episode: Episode) -> None:
     assert_gone(sandbox)
 
 
+@pytest.mark.parametrize("attack", ["exit_runtime", "kill_runtime", "close_output"])
+def test_a_harness_that_ends_its_own_runtime_is_a_harness_error(episode: Episode, attack: str) -> None:
+    # Infrastructure endings are retried and excluded from metrics: a harness must not reach them by crashing.
+    outcome, sandbox = episode("attacks", config={"attack": attack}, wall_clock_s=10)
+    assert not outcome.finish_reason.is_infrastructure, outcome.note
+    if attack != "close_output":  # with stderr still open, Docker's attach stream shows no end: a timeout then
+        assert outcome.finish_reason is TerminationReason.HARNESS_ERROR, (outcome.note, outcome.stderr_tail)
+    assert_gone(sandbox)
+
+
 @pytest.mark.parametrize("attack", ["print_flood", "log_flood"])
 def test_output_flood_is_a_protocol_error(episode: Episode, attack: str) -> None:
     outcome, sandbox = episode("attacks", config={"attack": attack}, wall_clock_s=60)

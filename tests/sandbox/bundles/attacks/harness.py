@@ -166,6 +166,21 @@ def tmp_state(session):
     _report(session, existed=existed, pid=os.getpid())
 
 
+def exit_runtime(session):
+    os._exit(3)
+
+
+def kill_runtime(session):
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def close_output(session):
+    os.close(sys.modules["__main__"].PROTOCOL_FD)
+    time.sleep(30)
+
+
 def run(session):
     globals()[session.config["attack"]](session)
     return "agent_stop"
