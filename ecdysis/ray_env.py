@@ -27,7 +27,9 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         if address:
             ray.init(address=address, **kwargs)
         else:
-            ray.init(num_cpus=num_cpus, **kwargs)
+            # "local": without it, ray.init joins any Ray already running on this machine (another user's, or a
+            # leftover), and rejects num_cpus there.
+            ray.init(address="local", num_cpus=num_cpus, **kwargs)
     return dict(ray.cluster_resources())
 
 

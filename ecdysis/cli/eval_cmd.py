@@ -39,8 +39,8 @@ def eval_command(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Evaluate harnesses on held-out τ² tasks: accuracy, Pass@k, Pass^k, tokens, cache hit rate, cost, time."""
-    from ecdysis.bundle import BundleError
-    from ecdysis.evaluation import EvalPlan, run_eval
+    from ecdysis.bundle import BundleError, resolve_harness
+    from ecdysis.evaluation import EvalPlan, run_eval, select_tasks
     from ecdysis.ray_env import ensure_ray
     from ecdysis.rollouts import RolloutSettings
     from ecdysis.tau.domain import TauDomainError
@@ -52,6 +52,12 @@ def eval_command(
                     n_tasks=tasks or None, task_ids=task_id or None, trials=trials, seed=seed)
     settings = RolloutSettings(store_uri=artifacts.uri, sandbox={"type": sandbox}, workers=workers,
                                episodes_per_worker=concurrency)
+    try:  # bad input fails here, before Ray starts (which takes a while)
+        select_tasks(plan)
+        for spec in harness:
+            resolve_harness(spec, store=artifacts)
+    except (BundleError, TauDomainError) as err:
+        fail(str(err))
     ensure_ray(ray_address)
     try:
         with _progress() as progress:

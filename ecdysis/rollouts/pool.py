@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,16 +34,34 @@ class RolloutPool:
         self.settings = settings
         self.store = store
         n_workers = settings.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._actor_cls = ray.remote(RolloutWorker).options(  # type: ignore[attr-defined]
+        self._actor_cls: Any = ray.remote(RolloutWorker).options(  # type: ignore[attr-defined,unused-ignore]
             num_cpus=0, max_concurrency=settings.episodes_per_worker, scheduling_strategy="SPREAD",
-            max_restarts=0,
+            max_restarts=0, resources=dict(settings.worker_resources),
         )
+        self._node_refs: dict[int, Any] = {}
         self._workers = [self._new_worker() for _ in range(n_workers)]
         self.retries = 0
         self.workers_lost = 0
+        self.trajectory_nodes: dict[str, str] = {}
+        """Trajectory id → Ray node id of the worker that returned it (lost attempts have no entry)."""
 
     def _new_worker(self) -> Any:
-        return self._actor_cls.remote(self.settings)
+        worker: Any = self._actor_cls.remote(self.settings)
+        self._node_refs[id(worker)] = worker.ping.remote()
+        return worker
+
+    def _node_of(self, worker: Any) -> str | None:
+        import ray
+
+        try:
+            return str(ray.get(self._node_refs[id(worker)], timeout=30))
+        except Exception:  # a lost worker has no node to report
+            return None
+
+    @property
+    def nodes_used(self) -> Counter[str]:
+        """How many returned trajectories (retried attempts included) each Ray node ran."""
+        return Counter(self.trajectory_nodes.values())
 
     @property
     def capacity(self) -> int:
@@ -72,13 +91,17 @@ class RolloutPool:
                 request = requests[index].model_copy(update={"attempt": attempt})
                 try:
                     trajectory: Trajectory = ray.get(ref)
+                    node = self._node_of(worker)
                 except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
                     self._replace(worker, load)
                     trajectory = failed_trajectory(request, TerminationReason.INFRASTRUCTURE_ERROR,
                                                    f"rollout worker lost: {exc}"[:2000])
+                    node = None
                 # Ids are deterministic: a retried or resumed episode writes under the same name, never twice.
                 trajectory = trajectory.model_copy(update={"trajectory_id": request.trajectory_id(),
                                                            "attempt": attempt})
+                if node is not None:
+                    self.trajectory_nodes[trajectory.trajectory_id] = node
                 if trajectory.termination_reason.is_infrastructure and attempt + 1 < self.settings.max_attempts:
                     self.retries += 1
                     self._write(trajectory)
@@ -94,6 +117,7 @@ class RolloutPool:
         if worker in self._workers:
             self.workers_lost += 1
             self._workers.remove(worker)
+            self._node_refs.pop(id(worker), None)
             fresh = self._new_worker()
             self._workers.append(fresh)
             load[id(fresh)] = 0

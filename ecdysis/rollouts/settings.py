@@ -20,6 +20,9 @@ class RolloutSettings(BaseModel):
     """`ecdysis.sandbox` config (docker / process / auto)."""
     workers: int | None = None
     """Rollout worker actors; default: one per CPU of the Ray cluster, at least 1."""
+    worker_resources: dict[str, float] = Field(default_factory=dict)
+    """Custom Ray resources each worker actor needs, e.g. ``{"rollout": 1}`` to keep rollouts on the nodes that
+    offer that resource."""
     episodes_per_worker: int = 8
     """Episodes one worker runs at once (they mostly wait on the model)."""
     max_attempts: int = 3

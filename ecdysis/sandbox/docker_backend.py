@@ -132,6 +132,9 @@ class DockerBackend(PooledBackend):
                          warm_bundles=self.config.warm_bundles)
         self._images: dict[str, str] = {}
         self._image_lock = threading.Lock()
+        # Containers of owners that died without cleaning up (a killed worker) go when the next backend starts.
+        with contextlib.suppress(Exception):
+            self.remove_leftovers()
 
     def image_for(self, bundle_dir: Path, bundle_hash: str) -> tuple[str, bool]:
         """The bundle's image tag, built on first use; returns (tag, built_now)."""

@@ -49,7 +49,7 @@ def ray_local() -> Iterator[None]:
     if ray.is_initialized():  # another area's fixture owns it
         yield
         return
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         yield
     finally:

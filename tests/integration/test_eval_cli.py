@@ -1,0 +1,68 @@
+"""``ecdysis eval`` end to end (typer's CliRunner, in-process, on a local Ray): the table, the stored
+trajectories, and clean errors for bad input."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from integration_support import GOLD
+from typer.testing import CliRunner
+
+from ecdysis.cli.main import app
+from ecdysis.records import Trajectory
+from ecdysis.store import ArtifactStore
+
+runner = CliRunner()
+
+
+def _eval(store_dir: Path, *extra: str) -> Any:
+    args = ["eval", "--harness", "noop", "--harness", "human", "--model", GOLD, "--trials", "2",
+            "--sandbox", "process", "--workers", "1", "--concurrency", "4", "--store", str(store_dir), *extra]
+    return runner.invoke(app, args)
+
+
+def _accuracy(output: str, harness: str) -> float:
+    """The acc column of ``harness``'s row in the printed table."""
+    row = next(line for line in output.splitlines() if re.match(rf"^[│|]\s*{harness}\s*[│|]", line))
+    cells = [c.strip() for c in re.split(r"[│|]", row) if c.strip()]
+    return float(cells[3])
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--domain", "nowhere", "--task-id", "0"], "unknown tau2 domain 'nowhere'"),
+    (["--task-id", "no-such-task"], "no-such-task"),
+    (["--harness", "bogus", "--task-id", "0"], "unknown harness 'bogus'"),
+])
+def test_bad_input_exits_1_with_a_clear_error_before_starting_ray(tmp_path: Path, extra: list[str],
+                                                                  message: str) -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+    result = _eval(tmp_path / "runs", *extra)
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert "error:" in result.output and message in result.output
+    assert "Traceback" not in result.output
+    assert not ray.is_initialized()
+
+
+def test_eval_prints_the_table_and_stores_every_trajectory(local_ray: dict[str, Any], tmp_path: Path) -> None:
+    result = _eval(tmp_path / "runs", "--task-id", "0", "--task-id", "7")
+    assert result.exit_code == 0, result.output
+    assert "acc" in result.output and "pass@2" in result.output and "pass^2" in result.output
+    noop, human = _accuracy(result.output, "noop"), _accuracy(result.output, "human")
+    assert human >= noop
+    assert human == 1.0  # the gold agent under the human harness solves both tasks in both trials
+
+    store = ArtifactStore(tmp_path / "runs")
+    [run] = store.list_runs()
+    assert run.kind == "eval" and run.status == "finished"
+    assert f"run {run.run_id}" in result.output
+    stored: list[Trajectory] = store.read("trajectories", run_id=run.run_id)
+    assert len(stored) == 2 * 2 * 2  # harnesses × tasks × trials
+    assert len({t.trajectory_id for t in stored}) == len(stored)
+    assert {(t.task.task_id, t.trial) for t in stored} == {(task, trial) for task in ("0", "7") for trial in (0, 1)}
+    assert len({t.harness_hash for t in stored}) == 2
