@@ -99,6 +99,12 @@ class TrainingDriver:
         settings = rollout_settings(cfg)
         pool = RolloutPool(settings, store=store)
 
+        def driver_usage() -> tuple[float, float]:
+            usage = llm.usage(self.run_id)
+            return float(usage.tokens), float(usage.cost_usd or 0.0)
+
+        pool.extra_usage = driver_usage  # diagnosis and coding count against the run's budget too
+
         def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Any]:
             requests = []
             for model in cfg.models.task:

@@ -42,6 +42,10 @@ class RolloutPool:
         self._workers = [self._new_worker() for _ in range(n_workers)]
         self.retries = 0
         self.workers_lost = 0
+        self.spent: dict[str, float] = {"tokens": 0.0, "cost_usd": 0.0}
+        """Tokens and USD of every finished rollout (task model and user simulator)."""
+        self.extra_usage: Callable[[], tuple[float, float]] | None = None
+        """Usage spent elsewhere in the run (the driver's diagnosis and coding calls) counted against the budget."""
         self.trajectory_nodes: dict[str, str] = {}
         """Trajectory id → Ray node id of the worker that returned it (lost attempts have no entry)."""
 
@@ -78,6 +82,9 @@ class RolloutPool:
         in_flight: dict[Any, tuple[int, int, Any]] = {}
         load = {id(w): 0 for w in self._workers}
         while pending or in_flight:
+            over = self._over_budget()
+            if over is not None:
+                pending.clear()  # start nothing new; what is in flight still finishes and is stored
             while pending and len(in_flight) < self.capacity:
                 index, attempt = pending.pop(0)
                 worker = min(self._workers, key=lambda w: load[id(w)])
@@ -108,10 +115,35 @@ class RolloutPool:
                     pending.append((index, attempt + 1))
                     continue
                 self._write(trajectory)
+                self._spend(trajectory)
                 results[index] = trajectory
                 if on_result is not None:
                     on_result(trajectory)
+        over = self._over_budget()
+        if over is not None and len(results) < len(requests):
+            from ecdysis.llm.errors import BudgetExceeded
+
+            run_id = requests[0].run_id if requests else ""
+            raise BudgetExceeded(f"run budget crossed ({over}); {len(results)} of {len(requests)} episodes ran and "
+                                 "are stored", run_id=run_id, usage=dict(self.spent))
         return [results[i] for i in range(len(requests))]
+
+    def _spend(self, trajectory: Trajectory) -> None:
+        self.spent["tokens"] += trajectory.tokens.total
+        self.spent["cost_usd"] += trajectory.cost_usd or 0.0
+
+    def _over_budget(self) -> str | None:
+        """Which run budget (``gateway.max_usd`` / ``max_tokens``) rollouts plus ``extra_usage`` have crossed."""
+        tokens, usd = self.spent["tokens"], self.spent["cost_usd"]
+        if self.extra_usage is not None:
+            more_tokens, more_usd = self.extra_usage()
+            tokens, usd = tokens + more_tokens, usd + more_usd
+        max_tokens, max_usd = self.settings.gateway.get("max_tokens"), self.settings.gateway.get("max_usd")
+        if max_tokens is not None and tokens >= max_tokens:
+            return f"{tokens:.0f} tokens of max_tokens={max_tokens}"
+        if max_usd is not None and usd >= max_usd:
+            return f"${usd:.4f} of max_usd={max_usd}"
+        return None
 
     def _replace(self, worker: Any, load: dict[int, int]) -> None:
         if worker in self._workers:

@@ -134,6 +134,8 @@ class _Episode:
             completion = self.llm.complete(self.request.model, messages, role=Role.TASK, tools=tools,
                                            context=self.context)
         except BudgetExceeded as exc:
+            if exc.completion is not None:  # the call that crossed the budget was made and paid for
+                self.accounting.add(exc.completion.tokens, exc.completion.cache_hit, exc.completion.cost_usd)
             raise EndEpisode(TerminationReason.BUDGET_EXCEEDED, str(exc)) from exc
         except Exception as exc:
             raise EndEpisode(TerminationReason.LLM_ERROR, f"{type(exc).__name__}: {exc}") from exc
@@ -141,6 +143,7 @@ class _Episode:
         return completion.as_message()
 
     def respond(self, params: dict[str, Any]) -> dict[str, Any]:
+        from ecdysis.llm.errors import BudgetExceeded
         from ecdysis.sandbox.driver import EndEpisode, HandlerError
 
         self._check_open()
@@ -151,6 +154,8 @@ class _Episode:
         try:
             reply = self.user.respond(text)
         except UserSimulatorError as exc:
+            if isinstance(exc.__cause__, BudgetExceeded):  # the run's budget, not a fault of the simulator
+                raise EndEpisode(TerminationReason.BUDGET_EXCEEDED, str(exc.__cause__)) from exc
             raise EndEpisode(TerminationReason.INFRASTRUCTURE_ERROR, str(exc)) from exc
         self.messages.append(transcript.user_text(reply.text, reply.stop))
         return {"text": reply.text, "stop": reply.stop}

@@ -71,6 +71,12 @@ class UserSimulator:
             completion = self.llm.complete(self.model, [self._system, *self._history], role=Role.USER,
                                            context=self.context)
         except Exception as exc:
+            crossing = getattr(exc, "completion", None)  # BudgetExceeded: the crossing call was made and paid for
+            if crossing is not None:
+                self.calls += 1
+                self.tokens = self.tokens + crossing.tokens
+                if crossing.cost_usd is not None:
+                    self.cost_usd = (self.cost_usd or 0.0) + crossing.cost_usd
             message = f"user simulator model {self.model!r} failed: {type(exc).__name__}: {exc}"
             raise UserSimulatorError(message) from exc
         self.calls += 1
