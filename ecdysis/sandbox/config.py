@@ -42,6 +42,9 @@ class DockerSandboxConfig(_Common):
     with a registry, build ``sandbox/Dockerfile`` on ``python:3.11-slim``)."""
     docker_host: str | None = None
     """Docker daemon URL; None uses the environment (``DOCKER_HOST`` or the local socket)."""
+    registry: str | None = None
+    """Registry (``host:port/path``) for per-harness images: each node pulls an image another node pushed before
+    building it, and pushes what it builds. None: every node builds from the bundle in the store on first use."""
     network_mode: str = "none"
     """Container network; ``none`` means no interface but loopback."""
     read_only: bool = True

@@ -142,7 +142,8 @@ class DockerBackend(PooledBackend):
             tag = self._images.get(bundle_hash)
         if tag is not None:
             return tag, False
-        tag, built = ensure_harness_image(self.client, Path(bundle_dir), bundle_hash, self.config.base_image)
+        tag, built = ensure_harness_image(self.client, Path(bundle_dir), bundle_hash, self.config.base_image,
+                                          self.config.registry)
         with self._image_lock:
             self._images[bundle_hash] = tag
         return tag, built

@@ -61,15 +61,18 @@ def build_context(bundle_dir: Path, base_image: str) -> bytes:
     return buffer.getvalue()
 
 
-def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_image: str) -> tuple[str, bool]:
+def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_image: str,
+                         registry: str | None = None) -> tuple[str, bool]:
     """The image tag for the bundle, building it when missing or stale; returns (tag, built_now).
 
     An existing image is reused when its labels match the bundle, the runtime and the base image id, so building
     the same bundle twice is a no-op. A rebuilt tag's previous image is removed so no dangling image stays.
+    With a ``registry``, a node first tries to pull the image another node pushed, and pushes what it builds.
     """
     import docker.errors
 
-    tag = f"{IMAGE_REPOSITORY}:{bundle_hash}"
+    repository = f"{registry.rstrip('/')}/{IMAGE_REPOSITORY}" if registry else IMAGE_REPOSITORY
+    tag = f"{repository}:{bundle_hash}"
     try:
         base_id = client.images.get(base_image).id
     except docker.errors.ImageNotFound as exc:
@@ -87,7 +90,8 @@ def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_i
             if all(previous.labels.get(key) == value for key, value in labels.items()):
                 return tag, False
         except docker.errors.ImageNotFound:
-            pass
+            if registry and _pull(client, repository, bundle_hash, labels):
+                return tag, False
         context = build_context(bundle_dir, base_image)
         try:
             image, _ = client.images.build(fileobj=io.BytesIO(context), custom_context=True, tag=tag, labels=labels,
@@ -100,4 +104,26 @@ def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_i
             except docker.errors.APIError:
                 log.info("could not remove the stale image %s (still in use?)", previous.id)
         log.info("built %s", tag)
+        if registry:
+            _push(client, repository, bundle_hash)
         return tag, True
+
+
+def _pull(client: Any, repository: str, bundle_hash: str, labels: dict[str, str]) -> bool:
+    """Whether the registry had this bundle's image, built on the same runtime and base image."""
+    try:
+        image = client.images.pull(repository, tag=bundle_hash)
+    except Exception as exc:  # not pushed yet, or the registry is unreachable: build locally
+        log.info("no %s:%s in the registry (%s); building it here", repository, bundle_hash, exc)
+        return False
+    return all(image.labels.get(key) == value for key, value in labels.items())
+
+
+def _push(client: Any, repository: str, bundle_hash: str) -> None:
+    """Push a freshly built image; a failed push only costs other nodes a local build."""
+    try:
+        for line in client.images.push(repository, tag=bundle_hash, stream=True, decode=True):
+            if "error" in line:
+                raise RuntimeError(line["error"])
+    except Exception as exc:
+        log.warning("pushing %s:%s failed (%s); other nodes will build it themselves", repository, bundle_hash, exc)

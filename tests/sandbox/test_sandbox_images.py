@@ -74,3 +74,25 @@ def test_image_is_built_once_and_cached(bundle: Path) -> None:
             client.images.remove(tag, force=True)
         finally:
             client.close()
+
+
+def test_an_unreachable_registry_falls_back_to_a_local_build(bundle: Path, caplog: pytest.LogCaptureFixture) -> None:
+    reason = docker_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    (bundle / "unique.txt").write_text(os.urandom(16).hex())
+    digest = bundle_hash(bundle)
+    client = docker_client()
+    registry = "127.0.0.1:9/ecdysis"  # nothing listens on the discard port: pull and push both fail
+    tag = f"{registry}/{IMAGE_REPOSITORY}:{digest}"
+    try:
+        with caplog.at_level("INFO", logger="ecdysis.sandbox.images"):
+            assert ensure_harness_image(client, bundle, digest, DockerSandboxConfig().base_image, registry) == (
+                tag, True)
+        assert client.images.get(tag).labels["ecdysis.bundle"] == digest
+        assert "building it here" in caplog.text and "pushing" in caplog.text and "failed" in caplog.text
+    finally:
+        try:
+            client.images.remove(tag, force=True)
+        finally:
+            client.close()
