@@ -25,7 +25,7 @@ from typing import Any
 
 from ecdysis.records import Split, Task
 
-DOMAINS = ("airline", "retail")
+DOMAINS = ("airline", "retail", "mock")
 """Domains with a DB-and-communicate grade that :mod:`ecdysis.tau.grading` reproduces exactly."""
 
 PAPER_TASKS_PER_SPLIT = 20
@@ -64,7 +64,8 @@ class TauDomain:
 
     @classmethod
     def load(cls, name: str) -> TauDomain:
-        """The domain ``name`` (``airline`` or ``retail``), parsed at most once per process."""
+        """The domain ``name`` (``airline``, ``retail``, or the small ``mock`` smoke domain), parsed at most once per
+        process."""
         with _LOCK:
             if name not in _DOMAINS:
                 _DOMAINS[name] = cls._load(name)
@@ -80,7 +81,7 @@ class TauDomain:
         env_module = importlib.import_module(f"tau2.domains.{name}.environment")
         utils = importlib.import_module(f"tau2.domains.{name}.utils")
         data_model = importlib.import_module(f"tau2.domains.{name}.data_model")
-        db_class = {"airline": "FlightDB", "retail": "RetailDB"}[name]
+        db_class = {"airline": "FlightDB", "retail": "RetailDB", "mock": "MockDB"}[name]
         prefix = name.upper()
         raw = json.loads(Path(getattr(utils, f"{prefix}_DB_PATH")).read_text())
         db_cls = getattr(data_model, db_class)
@@ -149,9 +150,25 @@ class TauDomain:
     def split_ids(self, split: Split | str) -> list[str]:
         """τ²'s own task ids for ``split`` (``train`` / ``test``; ``base`` is every task)."""
         key = str(split)
+        if key not in self.splits and key in (Split.TRAIN, Split.TEST) and "base" in self.splits:
+            key = "base"  # the mock domain has no train/test split: both draw from all of its tasks
         if key not in self.splits:
             raise TauDomainError(f"unknown split {key!r} for tau2 domain {self.name!r}; known: {sorted(self.splits)}")
         return list(self.splits[key])
+
+    def unsupported_reason(self, task_id: str) -> str | None:
+        """Why Ecdysis cannot run ``task_id`` (an initial state, environment assertions, or a reward basis beyond
+        DB + communicated info), or None. No airline or retail task has any of these; a few mock tasks do."""
+        from ecdysis.tau.grading import SUPPORTED_BASES
+
+        task = self.task(task_id)
+        criteria = task.evaluation_criteria
+        if task.initial_state is not None:
+            return "it starts from an initial state"
+        if criteria is not None and criteria.env_assertions:
+            return "it is graded on environment assertions"
+        bases = {str(b.value) for b in criteria.reward_basis} - SUPPORTED_BASES if criteria is not None else set()
+        return f"its reward basis includes {sorted(bases)}" if bases else None
 
     def split_of(self, task_id: str) -> Split | None:
         """Which of τ²'s train/test splits holds ``task_id``."""
@@ -175,10 +192,14 @@ def select_tasks(domain: str, split: Split | str | None = None, n: int | None = 
     """
     tau = TauDomain.load(domain)
     if task_ids is not None:
+        for tid in task_ids:
+            reason = tau.unsupported_reason(str(tid))
+            if reason:
+                raise TauDomainError(f"task {tid!r} of tau2 domain {domain!r} is not supported: {reason}")
         return [Task(domain=domain, task_id=tau.task(tid).id, split=tau.split_of(str(tid))) for tid in task_ids]
     if split is None:
         raise TauDomainError("select_tasks needs a split ('train' or 'test') or explicit task_ids")
-    pool = tau.split_ids(split)
+    pool = [tid for tid in tau.split_ids(split) if tau.unsupported_reason(tid) is None]
     if n is not None:
         if n < 0 or n > len(pool):
             raise TauDomainError(f"cannot draw n={n} tasks from the {len(pool)} of split {split!s} in {domain!r}")

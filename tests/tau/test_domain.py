@@ -81,3 +81,15 @@ def test_clones_are_private(airline: TauDomain) -> None:
     assert first.db.reservations["EHGLP3"].status == "cancelled"
     assert second.db.reservations["EHGLP3"].status is None
     assert airline.clone_db().reservations["EHGLP3"].status is None
+
+
+def test_mock_domain_draws_only_supported_tasks_and_names_the_rest() -> None:
+    from ecdysis.tau.domain import TauDomain, TauDomainError, select_tasks
+
+    mock = TauDomain.load("mock")
+    drawn = select_tasks("mock", "test", None)
+    unsupported = [tid for tid in mock.split_ids("base") if mock.unsupported_reason(tid)]
+    assert drawn and unsupported
+    assert {t.task_id for t in drawn} == set(mock.split_ids("base")) - set(unsupported)
+    with pytest.raises(TauDomainError, match="not supported: it starts from an initial state"):
+        select_tasks("mock", task_ids=["update_task_with_history_and_env_assertions"])
