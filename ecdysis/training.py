@@ -8,6 +8,7 @@ and their checkpoints. Killing the driver loses nothing that was completed: `res
 from __future__ import annotations
 
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -168,5 +169,7 @@ def start_driver(config: RunConfig, *, method: Method, run_id: str) -> Any:
     import ray
 
     remote_cls: Any = ray.remote(TrainingDriver)
-    actor_cls = remote_cls.options(num_cpus=0, name=f"ecdysis-driver-{run_id}", max_restarts=0)
+    # A resumed run must not wait for Ray to forget a killed driver's name: each start gets its own.
+    name = f"ecdysis-driver-{run_id}-{uuid.uuid4().hex[:6]}"
+    actor_cls = remote_cls.options(num_cpus=0, name=name, max_restarts=0)
     return actor_cls.remote(config, method=method, run_id=run_id)
