@@ -279,7 +279,9 @@ class ProcessBackend(PooledBackend):
         hidden = []
         for entry in wanted:
             folder = Path(entry).resolve()
-            if not folder.is_dir() or folder in (Path("/"), Path("/tmp"), Path("/proc"), Path("/dev")):
+            if not folder.is_dir() or folder in (Path("/"), Path("/proc"), Path("/dev")):
+                continue
+            if folder.is_relative_to("/tmp"):  # the private /tmp already hides it (and mounting on it would fail)
                 continue
             if any(path.is_relative_to(folder) for path in needed):
                 (log.warning if chosen is not None else log.debug)(

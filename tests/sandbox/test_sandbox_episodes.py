@@ -3,6 +3,7 @@ failure turned into its termination reason."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,3 +135,20 @@ def test_selftest_of_a_bundle_that_does_not_import(episode: Episode) -> None:
     outcome, _ = episode("broken_import", mode="selftest")
     assert outcome.selftest_passed is False
     assert "ModuleNotFoundError" in outcome.note
+
+
+def test_process_sandbox_starts_when_the_host_works_under_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI clones may live under /tmp: the host's working folder is hidden by the sandbox's private /tmp, not by a
+    # mount on a path that does not exist there.
+    from sandbox_support import limits_config
+
+    from ecdysis.sandbox import make_backend
+
+    monkeypatch.chdir(tmp_path)
+    backend = make_backend(limits_config("process"))
+    try:
+        sandbox = backend.acquire(BUNDLES / "normal", bundle_hash(BUNDLES / "normal"))
+        outcome = run_protocol(sandbox, {"mode": "selftest", "session": {}}, {}, wall_clock_s=60, max_requests=10)
+        assert outcome.selftest_passed is True, (outcome.note, outcome.stderr_tail)
+    finally:
+        backend.shutdown()
