@@ -79,6 +79,7 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
         package_versions=package_versions(), seed=plan.seed, models=plan.models, tasks=tasks,
     )
     store.write_manifest(manifest)
+    settings = settings.model_copy(update={"preload_domains": [plan.domain]})
     pool = RolloutPool(settings, store=store)
     summaries: list[EvalSummary] = []
     try:

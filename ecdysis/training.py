@@ -40,6 +40,7 @@ def rollout_settings(config: RunConfig) -> RolloutSettings:
         store_uri=config.storage.uri, gateway=config.llm.model_dump(mode="json"),
         sandbox=config.sandbox.model_dump(mode="json"), workers=r.workers, episodes_per_worker=r.episodes_per_worker,
         max_attempts=r.max_attempts, max_steps=r.max_steps, wall_clock_s=r.wall_clock_s,
+        preload_domains=[config.benchmark.domain],
     )
 
 

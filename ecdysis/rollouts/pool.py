@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,6 +43,7 @@ class RolloutPool:
         self._workers = [self._new_worker() for _ in range(n_workers)]
         self.retries = 0
         self.workers_lost = 0
+        self.hung_episodes = 0
         self.spent: dict[str, float] = {"tokens": 0.0, "cost_usd": 0.0}
         """Tokens and USD of every finished rollout (task model and user simulator)."""
         self.extra_usage: Callable[[], tuple[float, float]] | None = None
@@ -80,6 +82,7 @@ class RolloutPool:
         results: dict[int, Trajectory] = {}
         pending: list[tuple[int, int]] = [(i, 0) for i in range(len(requests))]  # (request index, attempt)
         in_flight: dict[Any, tuple[int, int, Any]] = {}
+        deadlines: dict[Any, float] = {}
         load = {id(w): 0 for w in self._workers}
         while pending or in_flight:
             over = self._over_budget()
@@ -90,9 +93,13 @@ class RolloutPool:
                 worker = min(self._workers, key=lambda w: load[id(w)])
                 load[id(worker)] += 1
                 request = requests[index].model_copy(update={"attempt": attempt})
-                in_flight[worker.run.remote(request)] = (index, attempt, worker)
+                ref = worker.run.remote(request)
+                in_flight[ref] = (index, attempt, worker)
+                deadlines[ref] = time.monotonic() + request.wall_clock_s + self.settings.episode_grace_s
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=5.0)
+            self._kill_hung(in_flight, deadlines, done)
             for ref in done:
+                deadlines.pop(ref, None)
                 index, attempt, worker = in_flight.pop(ref)
                 load[id(worker)] = load.get(id(worker), 1) - 1
                 request = requests[index].model_copy(update={"attempt": attempt})
@@ -127,6 +134,22 @@ class RolloutPool:
             raise BudgetExceeded(f"run budget crossed ({over}); {len(results)} of {len(requests)} episodes ran and "
                                  "are stored", run_id=run_id, usage=dict(self.spent))
         return [results[i] for i in range(len(requests))]
+
+    def _kill_hung(self, in_flight: dict[Any, tuple[int, int, Any]], deadlines: dict[Any, float],
+                   done: list[Any]) -> None:
+        """Kill the worker of an episode far past its wall-clock budget; its episodes then fail as a lost worker
+        (an infrastructure fault: retried) instead of the evaluation waiting forever."""
+        import ray
+
+        now = time.monotonic()
+        for ref, deadline in list(deadlines.items()):
+            if ref not in done and now > deadline:
+                worker = in_flight[ref][2]
+                self.hung_episodes += 1
+                ray.kill(worker, no_restart=True)
+                for other, (_, _, owner) in in_flight.items():
+                    if owner is worker:
+                        deadlines.pop(other, None)
 
     def _spend(self, trajectory: Trajectory) -> None:
         self.spent["tokens"] += trajectory.tokens.total

@@ -25,6 +25,11 @@ class RolloutSettings(BaseModel):
     offer that resource."""
     episodes_per_worker: int = 8
     """Episodes one worker runs at once (they mostly wait on the model)."""
+    preload_domains: list[str] = Field(default_factory=lambda: ["airline"])
+    """τ² domains each worker parses when it starts, before it runs episodes in threads."""
+    episode_grace_s: float = 120.0
+    """An episode still running this long past its wall-clock budget is deemed hung: its worker is replaced and
+    the episode retried as an infrastructure fault."""
     max_attempts: int = 3
     """Infrastructure failures (sandbox crash, worker loss) are retried up to this many attempts in all."""
     max_steps: int = 30

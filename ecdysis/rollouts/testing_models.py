@@ -24,3 +24,10 @@ def slow_gold_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] 
     delay = float(os.environ.get(DELAY_ENV, "0.2"))
     time.sleep(delay * (int(context.get("trial", 0)) + 1))
     return gold_agent(messages, tools, context)
+
+
+def hanging_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  context: dict[str, Any]) -> str | dict[str, Any]:
+    """A model call that never comes back within any episode budget (a provider that hangs without a timeout)."""
+    time.sleep(3600)
+    return "unreachable"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from typing import Any
@@ -24,8 +25,19 @@ class RolloutWorker:
         self._store: Any = None
         self._gateway: Any = None
         self._backend: Any = None
+        self._lock = threading.Lock()
+        # Parse the domains while this process has one thread: a first τ² import racing with sandbox forks in
+        # other threads broke loguru's locks (a crash or a hang) in about 1 of 8 first episodes.
+        from ecdysis.tau.domain import TauDomain
+
+        for domain in settings.preload_domains:
+            TauDomain.load(domain)
 
     def _parts(self) -> tuple[Any, Any, Any]:
+        with self._lock:
+            return self._build_parts()
+
+    def _build_parts(self) -> tuple[Any, Any, Any]:
         if self._gateway is None:
             from pydantic import TypeAdapter
 
