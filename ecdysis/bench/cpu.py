@@ -1,0 +1,83 @@
+"""CPU seconds spent by a process tree, Docker containers and the Docker daemons between two snapshots."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+DOCKER_CGROUP = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")
+DAEMONS = ("dockerd", "containerd")
+
+
+def _cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return float(t.user + t.system + t.children_user + t.children_system)
+
+
+def _tree(root: int, exclude: set[int]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    try:
+        top = psutil.Process(root)
+        procs = [top, *top.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return out
+    for proc in procs:
+        if proc.pid in exclude:
+            continue
+        try:
+            out[proc.pid] = _cpu(proc)
+        except psutil.Error:
+            continue
+    return out
+
+
+def _daemons() -> dict[int, float]:
+    out: dict[int, float] = {}
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] in DAEMONS:
+            try:
+                out[proc.pid] = _cpu(proc)
+            except psutil.Error:
+                continue
+    return out
+
+
+def _docker_cgroup_s() -> float:
+    try:
+        return int(DOCKER_CGROUP.read_text()) / 1e9
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _system_busy_s() -> float:
+    t = psutil.cpu_times()
+    return float(t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0))
+
+
+@dataclass
+class CpuMeter:
+    """Snapshot at construction; :meth:`read` gives the CPU seconds since, by part.
+
+    ``ours`` is this process and its descendants (Ray, workers, process sandboxes) except ``exclude`` (the latency
+    server); ``containers`` the Docker cgroup (every container on the host); ``daemons`` dockerd and containerd;
+    ``system`` the whole machine (other users included: an upper bound).
+    """
+
+    exclude: set[int] = field(default_factory=set)
+    root: int = field(default_factory=os.getpid)
+
+    def __post_init__(self) -> None:
+        self._tree = _tree(self.root, self.exclude)
+        self._daemons = _daemons()
+        self._cgroup = _docker_cgroup_s()
+        self._system = _system_busy_s()
+
+    def read(self) -> dict[str, float]:
+        tree, daemons = _tree(self.root, self.exclude), _daemons()
+        ours = sum(max(0.0, v - self._tree.get(pid, 0.0)) for pid, v in tree.items())
+        daemon = sum(max(0.0, v - self._daemons.get(pid, 0.0)) for pid, v in daemons.items())
+        return {"ours": ours, "containers": _docker_cgroup_s() - self._cgroup, "daemons": daemon,
+                "system": _system_busy_s() - self._system}

@@ -1,0 +1,94 @@
+"""The latency server in its own process, so its CPU never counts as ours. Run ``python -m ecdysis.bench.stub``.
+
+Example::
+
+    with LatencyServer(latency_s=2.0) as server:
+        gateway_models = server.gateway_models(["task-gold", "user"])   # GatewayConfig.models entries
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+REPLY = "ecdysis.bench.replies:reply"
+MODELS = ("task-gold", "task-repeat", "user", "diagnoser", "coder")
+
+
+class LatencyServer:
+    """A :class:`ecdysis.llm.StubServer` serving :func:`ecdysis.bench.replies.reply` in a child process."""
+
+    def __init__(self, latency_s: float, *, reply: str = REPLY) -> None:
+        self.latency_s = latency_s
+        self.reply = reply
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    @property
+    def api_base(self) -> str:
+        """``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process else -1
+
+    def gateway_models(self, names: tuple[str, ...] = MODELS, *, max_concurrency: int = 256) -> dict[str, Any]:
+        """``GatewayConfig.models`` entries routing ``openai/<name>`` to this server, with no client-side cap."""
+        return {f"openai/{name}": {"api_base": self.api_base, "max_concurrency": max_concurrency} for name in names}
+
+    def start(self) -> LatencyServer:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ecdysis.bench.stub", "--latency", str(self.latency_s), "--reply", self.reply],
+            stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith("port "):
+            self.stop()
+            raise RuntimeError(f"latency server did not start (said {line!r})")
+        self.port = int(line.split()[1])
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.process = None
+
+    def __enter__(self) -> LatencyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until killed; the first stdout line is ``port <n>``."""
+    from ecdysis.bench.replies import known_tasks
+    from ecdysis.llm.stub_server import StubServer
+
+    parser = argparse.ArgumentParser(prog="python -m ecdysis.bench.stub")
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--reply", default=REPLY)
+    args = parser.parse_args(argv)
+    known_tasks("airline")  # build the task index before the first request
+    server = StubServer(args.reply, latency_s=args.latency).start()
+    print(f"port {server.port}", flush=True)
+    parent = os.getppid()
+    try:
+        while os.getppid() == parent:  # never outlive the benchmark that started it
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

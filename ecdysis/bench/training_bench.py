@@ -1,0 +1,101 @@
+"""Training wall clock and modification calls of ``ecdysis``, ``se`` and ``ecdysis-fdcr`` on the same failures.
+
+Every role is the loopback latency server (:mod:`ecdysis.bench.stub`, replies from :mod:`ecdysis.bench.replies`):
+the task model is ``repeat_write_agent`` (it repeats every successful write: a systematic flaw that recurs across
+tasks), the user ``scripted_user``, the diagnoser the scripted batch diagnoser (or the FDCR roles, picked from the
+prompt), the coder the scripted coding agent that adds the repeated-write block. Each method runs the real
+:class:`ecdysis.training.TrainingDriver` on the same tasks from the same seed harness (``human``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+from ecdysis.bench.stub import LatencyServer
+
+
+def default_tasks(n: int, seed: int = 0) -> list[str]:
+    """A seeded draw of ``n`` airline training tasks (as a run draws them), less those the stub cannot attribute."""
+    from ecdysis.bench.replies import known_tasks
+    from ecdysis.tau.domain import select_tasks
+
+    known = set(known_tasks("airline"))
+    return [t.task_id for t in select_tasks("airline", "train", n, seed=seed) if t.task_id in known]
+
+METHODS = ("ecdysis", "se", "ecdysis-fdcr")
+MODIFICATION_ROLES = ("diagnoser", "analyst", "critic", "engineer", "moderator", "coder")
+
+
+def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: str, *, max_rounds: int = 3,
+               sandbox: str = "process", concurrency: int = 16) -> Any:
+    """The run config of one method: every model is ``openai/<role>`` on the latency server."""
+    from ecdysis.config import parse_config
+
+    return parse_config({
+        "run_name": f"bench-{method}", "storage": {"uri": store_uri},
+        "benchmark": {"domain": "airline", "task_ids": tasks, "trials": 1},
+        "models": {"task": "openai/task-repeat", "user": "openai/user", "diagnoser": "openai/diagnoser",
+                   "coder": "openai/coder"},
+        "training": {"method": method, "max_rounds": max_rounds},
+        "sandbox": {"type": sandbox, "warm_pool": 2},
+        "llm": {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()},
+        "rollouts": {"workers": 2, "episodes_per_worker": max(1, concurrency // 2), "max_steps": 30,
+                     "wall_clock_s": 300.0, "max_attempts": 1},
+    }, source="bench")
+
+
+def run_method(server: LatencyServer, method: str, tasks: list[str], *, max_rounds: int = 3,
+               sandbox: str = "process") -> dict[str, Any]:
+    """Train with ``method``; wall clock, scores and LLM calls per role, read back from the store."""
+    from ecdysis.records import LLMCallRecord, Method
+    from ecdysis.store import ArtifactStore
+    from ecdysis.training import TrainingDriver
+
+    with tempfile.TemporaryDirectory(prefix="ecdysis-bench-train-") as folder:
+        config = run_config(server, method, tasks, folder, max_rounds=max_rounds, sandbox=sandbox)
+        run_id = f"bench-{method}"
+        started = time.perf_counter()
+        outcome = TrainingDriver(config, method=Method(method), run_id=run_id, workspace=f"{folder}/ws").run(
+            evaluate_heldout=False)
+        wall = time.perf_counter() - started
+        calls = Counter(str(r.role) for r in ArtifactStore(folder).read("llm_calls", run_id=run_id)
+                        if isinstance(r, LLMCallRecord))
+    modification = sum(calls[role] for role in MODIFICATION_ROLES)
+    phases: dict[str, float] = {}
+    for round_ in outcome.rounds:
+        for name, stats in round_.phases.items():
+            phases[name] = phases.get(name, 0.0) + stats.wall_time_s
+    return {
+        "method": method, "wall_s": wall, "rounds": len(outcome.rounds),
+        "initial_score": outcome.rounds[0].base_score if outcome.rounds else None,
+        "modifications": sum(r.modification_calls for r in outcome.rounds),
+        "failures": [r.n_failures for r in outcome.rounds],
+        "final_train_score": outcome.final_train_score, "changed_harness": outcome.final_hash != outcome.initial_hash,
+        "modification_calls": modification, "calls_by_role": dict(sorted(calls.items())),
+        "phase_wall_s": phases,
+        "rollout_calls": calls["task"] + calls["user"],
+    }
+
+
+def run(latency_s: float = 1.0, *, tasks: list[str] | None = None, methods: tuple[str, ...] = METHODS,
+        max_rounds: int = 3, sandbox: str = "process", warmup: bool = True) -> dict[str, Any]:
+    """Each method side by side against one latency server; ratios of wall clock and calls to ``ecdysis``.
+
+    A one-task, one-round warm-up run goes first (discarded), so no method pays the process's one-off imports.
+    """
+    chosen = list(tasks or default_tasks(16))
+    with LatencyServer(latency_s) as server:
+        if warmup:
+            run_method(server, "ecdysis", chosen[:1], max_rounds=1, sandbox=sandbox)
+        rows = {m: run_method(server, m, chosen, max_rounds=max_rounds, sandbox=sandbox) for m in methods}
+    base = rows.get("ecdysis")
+    ratios: dict[str, dict[str, float]] = {}
+    if base:
+        for m, row in rows.items():
+            calls = row["modification_calls"] / max(1, base["modification_calls"])
+            ratios[m] = {"wall_vs_ecdysis": row["wall_s"] / base["wall_s"], "modification_calls_vs_ecdysis": calls}
+    return {"latency_s": latency_s, "tasks": chosen, "max_rounds": max_rounds, "sandbox": sandbox, "rows": rows,
+            "ratios": ratios}

@@ -1,0 +1,109 @@
+"""Smoke test of ``python -m ecdysis.bench --quick``: every section runs at tiny size against the real parts (Ray,
+sandboxes, litellm, the loopback latency server, ``tau2 run``) and its figures are well-formed. No timing asserts."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from ecdysis.bench.replies import known_tasks, reply
+from ecdysis.bench.suite import SECTIONS, main
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
+    folder = tmp_path_factory.mktemp("bench")
+    out, raw = folder / "BENCHMARKS.md", folder / "raw.json"
+    rc = main(["--quick", "--out", str(out), "--json", str(raw)])
+    return rc, json.loads(raw.read_text()), out.read_text()
+
+
+def _figures(quick: tuple[int, dict[str, Any], str], name: str) -> Any:
+    section = quick[1]["sections"][name]
+    assert section["ok"], section.get("error")
+    return section["figures"]
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def test_every_section_ran_and_the_report_names_them(quick: tuple[int, dict[str, Any], str]) -> None:
+    rc, report, text = quick
+    assert rc == 0, {k: v.get("error") for k, v in report["sections"].items() if not v["ok"]}
+    assert set(report["sections"]) == set(SECTIONS)
+    assert report["machine"]["cores"] >= 1
+    for title in ("1. Training", "2. Rollout throughput", "3. τ²-bench", "4. Sandbox", "5. CPU", "Raw figures"):
+        assert f"## {title}" in text
+
+
+def test_training_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    fig = _figures(quick, "training")
+    assert set(fig["rows"]) == {"ecdysis", "se", "ecdysis-fdcr"}
+    for method, row in fig["rows"].items():
+        assert _positive(row["wall_s"]), method
+        assert row["modification_calls"] > 0, method
+        assert row["final_train_score"] == 1.0, (method, row)  # the scripted fix repairs the recurring flaw
+        assert row["changed_harness"], method
+    assert fig["ratios"]["ecdysis"]["wall_vs_ecdysis"] == 1.0
+    assert _positive(fig["ratios"]["se"]["wall_vs_ecdysis"])
+    assert fig["rows"]["ecdysis-fdcr"]["calls_by_role"].get("moderator", 0) >= 1
+
+
+def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    fig = _figures(quick, "throughput")
+    assert [r["concurrency"] for r in fig["rows"]] == [1, 4]
+    for row in fig["rows"]:
+        assert row["episodes_ok"] == row["episodes"], row["errors"]
+        assert row["mean_reward"] == 1.0  # the gold agent through the stub solves every task
+        assert 0 < row["efficiency"] <= 1.0 + 1e-9
+        assert _positive(row["episodes_per_min"]) and row["ideal_episodes_per_min"] >= row["episodes_per_min"]
+        assert row["cpu_s_per_rollout"] >= 0
+
+
+def test_tau2_runner_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    fig = _figures(quick, "tau2")
+    theirs = fig["tau2"]
+    assert theirs["ok"], theirs.get("reason")
+    assert theirs["simulations"] == fig["ours"]["episodes"]
+    assert theirs["mean_reward"] == 1.0  # the same scripted replies solve the tasks under τ²'s runner too
+    assert _positive(theirs["sims_per_min"]) and _positive(fig["ours"]["episodes_per_min"])
+
+
+def test_sandbox_and_cpu_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    sandbox = _figures(quick, "sandbox")
+    for measure in ("cold_start", "warm_acquire", "round_trip"):
+        assert _positive(sandbox["process"][measure]["median_ms"])
+    cpu = _figures(quick, "cpu")
+    if cpu["docker"] is not None:
+        assert cpu["docker"]["episodes_ok"] == cpu["docker"]["episodes"], cpu["docker"]["errors"]
+        assert cpu["docker"]["cpu_s"]["ours"] > 0
+
+
+def test_stub_replies_identify_the_task_from_the_conversation() -> None:
+    assert "7" in known_tasks("airline")
+    from ecdysis.tau.domain import TauDomain
+    from ecdysis.tau.scripted import scripted_user
+    from ecdysis.tau.user import system_prompt
+
+    task = TauDomain.load("airline").task("7")
+    context = {"domain": "airline", "task_id": "7"}
+    greeting = [{"role": "system", "content": system_prompt(task)}, {"role": "user", "content": "Hi!"}]
+    opening = reply(greeting, None, {"model": "user"})
+    assert opening == scripted_user(greeting, None, context)
+    first = reply([{"role": "system", "content": "policy"}, {"role": "user", "content": opening}], [],
+                  {"model": "task-gold"})
+    assert isinstance(first, dict) and first["tool_calls"][0]["function"]["name"]
+    with pytest.raises(ValueError, match="not 'nobody'"):
+        reply(greeting, None, {"model": "nobody"})
+
+
+def test_report_states_targets(quick: tuple[int, dict[str, Any], str]) -> None:
+    text = quick[2]
+    assert "## Targets" in text
+    assert text.count("**met**") + text.count("**missed**") + text.count("n/a") >= 4
