@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+
+import pytest
 
 # Tests can never reach a real LLM provider by accident: the gateway refuses every model that is not scripted or on
 # loopback while this is set. Live-provider tests opt in with ECDYSIS_LIVE_TESTS=1.
@@ -12,3 +15,21 @@ if os.environ.get("ECDYSIS_LIVE_TESTS") != "1":
         if key.endswith("_API_KEY") or key in ("AWS_BEARER_TOKEN_BEDROCK",):
             os.environ.pop(key)
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """One real S3-compatible HTTP server (moto) on loopback for the whole session, its endpoint and fake
+    credentials exported for child processes and Ray workers."""
+    from ecdysis.store.testing import moto_s3_environment
+
+    with moto_s3_environment() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str) -> str:
+    """A fresh, empty bucket for one test."""
+    from ecdysis.store.testing import create_bucket
+
+    return create_bucket(s3_endpoint)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,27 +13,15 @@ from typer.testing import CliRunner
 from ecdysis.cli.main import app
 from ecdysis.records import FailureRecord, Method, RoundResult, RunManifest, TerminationReason
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import moto_s3_server
+from ecdysis.store.testing import TEST_CREDENTIALS
 
 runner = CliRunner()
-S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-@pytest.fixture(scope="module")
-def s3_env() -> Iterator[dict[str, str]]:
-    """Environment pointing at a moto S3 server on loopback, also exported while this module's tests run."""
-    with moto_s3_server() as endpoint:
-        env = {**S3_ENV, "ECDYSIS_S3_ENDPOINT_URL": endpoint}
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        try:
-            yield env
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+@pytest.fixture
+def s3_env(s3_endpoint: str) -> dict[str, str]:
+    """Environment pointing at the session's moto S3 server (already exported)."""
+    return {**TEST_CREDENTIALS, "ECDYSIS_S3_ENDPOINT_URL": s3_endpoint}
 
 
 @pytest.fixture(params=["local", "s3"])

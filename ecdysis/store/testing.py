@@ -57,3 +57,42 @@ def _wait_listening(proc: subprocess.Popen[bytes], host: str, port: int, log: IO
             return
         time.sleep(0.1)
     raise RuntimeError(f"moto server did not listen on {host}:{port} within {START_TIMEOUT_S:.0f}s")
+
+
+TEST_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+"""Fake credentials moto accepts."""
+
+
+@contextlib.contextmanager
+def moto_s3_environment() -> Iterator[str]:
+    """A moto S3 server whose endpoint (``ECDYSIS_S3_ENDPOINT_URL``) and fake credentials are exported while it
+    runs, so child processes and Ray workers reach it too; the previous environment is restored on exit."""
+    import os
+
+    with moto_s3_server() as endpoint:
+        env = {**TEST_CREDENTIALS, "ECDYSIS_S3_ENDPOINT_URL": endpoint}
+        saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        try:
+            yield endpoint
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def create_bucket(endpoint: str, prefix: str = "t") -> str:
+    """A fresh, empty bucket on the server at ``endpoint``; returns its name."""
+    import uuid
+
+    import boto3
+
+    bucket = f"{prefix}-{uuid.uuid4().hex[:16]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    return bucket

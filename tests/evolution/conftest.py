@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from ecdysis.evolution import scenario
@@ -20,7 +17,7 @@ from ecdysis.protocols import SandboxBackend
 from ecdysis.records import Method, Trajectory
 from ecdysis.sandbox import ProcessSandboxConfig, make_backend
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import moto_s3_server
+from ecdysis.store.testing import create_bucket
 
 SCRIPTED = "scripted/ecdysis.evolution.scripted"
 TASK_MODEL = f"{SCRIPTED}:task_model"
@@ -42,29 +39,10 @@ def store(tmp_path: Path) -> ArtifactStore:
     return ArtifactStore(tmp_path / "runs")
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A real S3-compatible server (moto) on loopback, with fake credentials exported."""
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        with moto_s3_server() as endpoint:
-            yield endpoint
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 @pytest.fixture
 def s3_store(s3_endpoint: str) -> ArtifactStore:
     """A store in a fresh bucket of the S3 server."""
-    bucket = f"evo-{uuid.uuid4().hex[:16]}"
-    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
-    return ArtifactStore(f"s3://{bucket}/runs", endpoint_url=s3_endpoint)
+    return ArtifactStore(f"s3://{create_bucket(s3_endpoint, 'evo')}/runs", endpoint_url=s3_endpoint)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +14,6 @@ from fdcr_support import make_failures
 from ecdysis.llm import Gateway, GatewayConfig
 from ecdysis.records import FailureRecord
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import moto_s3_server
-
-S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 @pytest.fixture
@@ -47,22 +43,6 @@ def gateway(store: ArtifactStore) -> Iterator[Gateway]:
     """The real gateway with its response cache off, so every ask is a model call the ledger counts."""
     with Gateway(GatewayConfig(cache=False), store=store) as gw:
         yield gw
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on loopback, with fake credentials in the environment while it runs."""
-    with moto_s3_server() as endpoint:
-        saved = {key: os.environ.get(key) for key in S3_ENV}
-        os.environ.update(S3_ENV)
-        try:
-            yield endpoint
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])

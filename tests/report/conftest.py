@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from report_browser import CHROMIUM
-from report_support import Expected, build_store
+from report_support import ARTIFACTS, Built, build_store
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
 from ecdysis.store import ArtifactStore
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "report"
-
-
-@dataclass
-class Built:
-    """A store on disk and the figures written into it."""
-
-    uri: str
-    store: ArtifactStore
-    expected: Expected
 
 
 @pytest.fixture(scope="session")

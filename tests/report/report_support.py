@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from ecdysis.fdcr.attribution import attribute
 from ecdysis.fdcr.journal import TurnJournal
@@ -215,3 +216,15 @@ def _heldout(store: ArtifactStore, run: str, harness: str, rate: float, rng: ran
         expected.heldout_successes[(run, model)] = successes
         expected.heldout_counted[(run, model)] = counted
     store.append("trajectories", rows, run_id=run, round=round)
+
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "report"
+
+
+@dataclass
+class Built:
+    """A store on disk and the figures written into it."""
+
+    uri: str
+    store: ArtifactStore
+    expected: Expected

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Built
-from report_support import MODELS
+from report_support import MODELS, Built
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app

@@ -6,9 +6,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import ARTIFACTS, Built
 from report_browser import CHROMIUM, Page, instrumented_copy, render, screenshot
-from report_support import MODELS
+from report_support import ARTIFACTS, MODELS, Built
 
 from ecdysis.metrics import is_success
 

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import html
-import os
 import re
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from conftest import Built
 from report_browser import parse
-from report_support import HOSTILE, MODELS, build_store
+from report_support import HOSTILE, MODELS, Built, build_store
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
 from ecdysis.records import Method, RunManifest
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import moto_s3_server
 
 runner = CliRunner()
-S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def test_report_is_one_self_contained_file(report_file: Path) -> None:
@@ -65,23 +58,12 @@ def test_unknown_run_is_a_clear_error(built: Built, tmp_path: Path) -> None:
     assert not out.exists()
 
 
-@pytest.fixture(scope="module")
-def s3_uri() -> Iterator[str]:
-    """A bucket on a real S3-compatible server (moto_server on loopback), its env exported while in use."""
-    with moto_s3_server() as endpoint:
-        env = {**S3_ENV, "ECDYSIS_S3_ENDPOINT_URL": endpoint}
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        bucket = f"report-{uuid.uuid4().hex[:8]}"
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-        try:
-            yield f"s3://{bucket}/runs"
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+@pytest.fixture
+def s3_uri(s3_endpoint: str) -> str:
+    """A fresh bucket on the session's moto S3 server."""
+    from ecdysis.store.testing import create_bucket
+
+    return f"s3://{create_bucket(s3_endpoint, 'report')}/runs"
 
 
 @pytest.mark.s3

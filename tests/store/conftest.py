@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import boto3
 import pytest
 
 from ecdysis.records import (
@@ -28,38 +25,6 @@ from ecdysis.records import (
     Trajectory,
 )
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import moto_s3_server
-
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on loopback; the endpoint and fake credentials are exported for child processes too."""
-    with moto_s3_server() as endpoint:
-        env = {**S3_ENV, "ECDYSIS_S3_ENDPOINT_URL": endpoint}
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        try:
-            yield endpoint
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
-@pytest.fixture
-def s3_bucket(s3_endpoint: str) -> str:
-    """A fresh, empty bucket for one test."""
-    bucket = f"t-{uuid.uuid4().hex[:20]}"
-    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    return bucket
 
 
 @pytest.fixture(params=["local", "s3"])
