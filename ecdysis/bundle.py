@@ -9,24 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ecdysis.harnesses import SEED_HARNESSES, seed_harness_dir
 from ecdysis.sandbox.bundle import BundleError, bundle_hash
 
-BUILTIN_HARNESSES = ("noop", "direct", "human")
-
-__all__ = ["BUILTIN_HARNESSES", "BundleError", "builtin_harness_dir", "resolve_harness"]
-
-
-def builtin_harness_dir(name: str) -> Path:
-    """The folder of a seed harness shipped in the package (noop, direct, human)."""
-    if name not in BUILTIN_HARNESSES:
-        raise BundleError(f"unknown built-in harness {name!r}; known: {', '.join(BUILTIN_HARNESSES)}")
-    return Path(__file__).parent / "harnesses" / name
+__all__ = ["BundleError", "resolve_harness"]
 
 
 def resolve_harness(spec: str, *, store: Any | None = None, cache_dir: Path | None = None) -> tuple[Path, str]:
     """A harness folder and its hash from a built-in name, a folder path, or a harness hash stored in ``store``."""
-    if spec in BUILTIN_HARNESSES:
-        path = builtin_harness_dir(spec)
+    if spec in SEED_HARNESSES:
+        path = seed_harness_dir(spec)
         return path, bundle_hash(path)
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -40,6 +32,6 @@ def resolve_harness(spec: str, *, store: Any | None = None, cache_dir: Path | No
         except RuntimeError as err:
             raise BundleError(str(err)) from None
     raise BundleError(
-        f"unknown harness {spec!r}: expected one of {', '.join(BUILTIN_HARNESSES)}, a bundle folder, "
+        f"unknown harness {spec!r}: expected one of {', '.join(SEED_HARNESSES)}, a bundle folder, "
         "or the 64-hex hash of a harness stored in the run store"
     )

@@ -74,11 +74,11 @@ class TrainingDriver:
 
     def run(self, *, resume: bool = False, evaluate_heldout: bool = True) -> TrainingOutcome:
         """Train (or continue training), then evaluate the final harness on the held-out tasks."""
-        from ecdysis.bundle import builtin_harness_dir
         from ecdysis.evaluation import episode_requests, package_versions
         from ecdysis.evolution import BuiltinCodingAgent, TrainingConfig, TrainingLoop, diagnoser_for
         from ecdysis.evolution.bundles import HarnessBlobs
         from ecdysis.fdcr import FDCRDiagnoser
+        from ecdysis.harnesses import seed_harness_dir
         from ecdysis.llm import BudgetExceeded, Gateway
         from ecdysis.metrics import summarize
         from ecdysis.sandbox import make_backend
@@ -121,7 +121,7 @@ class TrainingDriver:
                              task_models=list(cfg.models.task), harness_budget_chars=budget * 3 // 7,
                              evidence_budget_chars=budget * 4 // 7)
         loop = TrainingLoop(
-            TrainingConfig(run_id=self.run_id, method=self.method, harness_dir=builtin_harness_dir("human"),
+            TrainingConfig(run_id=self.run_id, method=self.method, harness_dir=seed_harness_dir("human"),
                            max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
                            workspace=self.workspace, write_trajectories=False),
             store, llm, backend, evaluate, diagnoser_for(llm, cfg.models.diagnoser, fdcr=fdcr, prompt_chars=budget),
