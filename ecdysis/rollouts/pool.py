@@ -81,7 +81,7 @@ class RolloutPool:
 
         results: dict[int, Trajectory] = {}
         pending: list[tuple[int, int]] = [(i, 0) for i in range(len(requests))]  # (request index, attempt)
-        in_flight: dict[Any, tuple[int, int, Any]] = {}
+        in_flight: dict[Any, tuple[int, int, Any, Any]] = {}
         deadlines: dict[Any, float] = {}
         load = {id(w): 0 for w in self._workers}
         while pending or in_flight:
@@ -94,15 +94,14 @@ class RolloutPool:
                 load[id(worker)] += 1
                 request = requests[index].model_copy(update={"attempt": attempt})
                 ref = worker.run.remote(request)
-                in_flight[ref] = (index, attempt, worker)
+                in_flight[ref] = (index, attempt, worker, request)
                 deadlines[ref] = time.monotonic() + request.wall_clock_s + self.settings.episode_grace_s
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=5.0)
             self._kill_hung(in_flight, deadlines, done)
             for ref in done:
                 deadlines.pop(ref, None)
-                index, attempt, worker = in_flight.pop(ref)
+                index, attempt, worker, request = in_flight.pop(ref)
                 load[id(worker)] = load.get(id(worker), 1) - 1
-                request = requests[index].model_copy(update={"attempt": attempt})
                 try:
                     trajectory: Trajectory = ray.get(ref)
                     node = self._node_of(worker)
@@ -135,7 +134,7 @@ class RolloutPool:
                                  "are stored", run_id=run_id, usage=dict(self.spent))
         return [results[i] for i in range(len(requests))]
 
-    def _kill_hung(self, in_flight: dict[Any, tuple[int, int, Any]], deadlines: dict[Any, float],
+    def _kill_hung(self, in_flight: dict[Any, tuple[int, int, Any, Any]], deadlines: dict[Any, float],
                    done: list[Any]) -> None:
         """Kill the worker of an episode far past its wall-clock budget; its episodes then fail as a lost worker
         (an infrastructure fault: retried) instead of the evaluation waiting forever."""
@@ -147,7 +146,7 @@ class RolloutPool:
                 worker = in_flight[ref][2]
                 self.hung_episodes += 1
                 ray.kill(worker, no_restart=True)
-                for other, (_, _, owner) in in_flight.items():
+                for other, (_, _, owner, _) in in_flight.items():
                     if owner is worker:
                         deadlines.pop(other, None)
 
