@@ -129,15 +129,16 @@ def run_protocol(sandbox: Sandbox, start: dict[str, Any], handlers: Mapping[str,
         if time.monotonic() >= deadline:
             outcome.finish_reason = TerminationReason.TIMEOUT
             outcome.note = f"wall-clock budget of {wall_clock_s:g}s exceeded ({exc})"
-        elif exc.oom:
-            outcome.finish_reason = TerminationReason.OUT_OF_MEMORY
-        elif exc.timed_out:
-            outcome.finish_reason = TerminationReason.TIMEOUT
-        elif exc.by_harness:
-            outcome.finish_reason = TerminationReason.HARNESS_ERROR
         else:
-            outcome.finish_reason = TerminationReason.SANDBOX_ERROR
-        outcome.note = str(exc)
+            outcome.note = str(exc)  # the deadline's own note above is kept: the guard's kill is its doing
+            if exc.oom:
+                outcome.finish_reason = TerminationReason.OUT_OF_MEMORY
+            elif exc.timed_out:
+                outcome.finish_reason = TerminationReason.TIMEOUT
+            elif exc.by_harness:
+                outcome.finish_reason = TerminationReason.HARNESS_ERROR
+            else:
+                outcome.finish_reason = TerminationReason.SANDBOX_ERROR
     finally:
         guard.cancel()
         sandbox.close()
