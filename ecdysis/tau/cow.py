@@ -38,7 +38,7 @@ class CopyOnReadDict(dict):  # type: ignore[type-arg]
         return value
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self else default
+        return self[key] if key in self else default  # noqa: SIM401 (self.get would recurse)
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._private.add(key)
