@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 
-class CopyOnReadDict(dict):  # type: ignore[type-arg]
+class CopyOnReadDict(dict[str, Any]):
     """A table whose records become private deep copies the first time they are looked up by key."""
 
     __slots__ = ("_private",)
