@@ -31,6 +31,10 @@ class ModelConfig(BaseModel):
     """In-flight calls allowed for this model in one process; None uses ``GatewayConfig.max_concurrency``."""
     params: dict[str, object] = Field(default_factory=dict)
     """Extra litellm parameters sent with every call to this model (call parameters win)."""
+    input_cost_per_token: float | None = Field(default=None, ge=0)
+    """USD per prompt token, for a model litellm's price map lacks (self-hosted); None leaves its cost unknown."""
+    output_cost_per_token: float | None = Field(default=None, ge=0)
+    """USD per completion token, as ``input_cost_per_token``."""
 
 
 class GatewayConfig(BaseModel):

@@ -27,6 +27,7 @@ from ecdysis.llm.accounting import Ledger, Usage
 from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe
 from ecdysis.llm.config import CacheRule, GatewayConfig
 from ecdysis.llm.errors import BudgetExceeded, LLMCallError, StructuredOutputError
+from ecdysis.llm.pricing import pricing, response_cost
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
 from ecdysis.protocols import Completion, Store
@@ -158,6 +159,8 @@ class Gateway:
             kwargs["api_key"] = route_.api_key
         if route_.scripted:
             kwargs["metadata"] = {scripted.CONTEXT_KEY: ctx}
+        if not route_.scripted:
+            pricing(route_)  # registers an unknown api_base model before its first call (see ecdysis.llm.pricing)
         retries = 0
         while True:
             try:
@@ -195,18 +198,7 @@ class Gateway:
             cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
         )
         return Completion(content=message.content, tool_calls=tool_calls, tokens=tokens,
-                          cost_usd=self._cost(route_, response), latency_s=latency_s, model=route_.model)
-
-    @staticmethod
-    def _cost(route_: Route, response: Any) -> float | None:
-        if route_.scripted:
-            return None
-        if route_.local:
-            return 0.0
-        try:
-            return float(litellm.completion_cost(completion_response=response, model=route_.litellm_model))
-        except Exception:  # not in litellm's price map: unknown, never a crash
-            return None
+                          cost_usd=response_cost(route_, response), latency_s=latency_s, model=route_.model)
 
     def _supports_json_mode(self, model: str) -> bool:
         route_ = route(model, self.config)

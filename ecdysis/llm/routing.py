@@ -30,6 +30,8 @@ class Route:
     api_key: str | None = None
     max_concurrency: int = 16
     params: dict[str, Any] = field(default_factory=dict)
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
 
     @property
     def scripted(self) -> bool:
@@ -90,7 +92,9 @@ def route(model: str, config: GatewayConfig) -> Route:
         api_key = "sk-loopback"  # loopback servers ignore it; the OpenAI client refuses to start without one
     limit = (entry.max_concurrency if entry else None) or config.max_concurrency
     return Route(model=model, target=target, litellm_model=litellm_model, api_base=api_base, api_key=api_key,
-                 max_concurrency=limit, params=dict(entry.params) if entry else {})
+                 max_concurrency=limit, params=dict(entry.params) if entry else {},
+                 input_cost_per_token=entry.input_cost_per_token if entry else None,
+                 output_cost_per_token=entry.output_cost_per_token if entry else None)
 
 
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}

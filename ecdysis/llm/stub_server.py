@@ -169,6 +169,7 @@ def _tool_calls(reply: dict[str, Any]) -> dict[str, Any]:
 class _Handler(BaseHTTPRequestHandler):
     stub: StubServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: Nagle held the body ~40 ms
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass

@@ -101,6 +101,22 @@ def test_prices_cached_tokens_and_unknown_models(stub: StubServer, store: Artifa
     assert usage.cached_prompt_tokens == 800
 
 
+def test_a_self_hosted_model_is_priced_from_its_config(stub: StubServer, store: ArtifactStore) -> None:
+    from ecdysis.llm.config import ModelConfig
+
+    stub.prompt_tokens, stub.completion_tokens, stub.cached_tokens = 1000, 100, 0
+    models = {"openai/ecdysis-self-hosted": ModelConfig(api_base=stub.api_base, input_cost_per_token=2e-6,
+                                                        output_cost_per_token=8e-6),
+              "openai/ecdysis-self-hosted-unpriced": ModelConfig(api_base=stub.api_base)}
+    gateway = Gateway(GatewayConfig(models=models, cache=False), store=store)
+    priced = gateway.complete("openai/ecdysis-self-hosted", ASK, role=Role.TASK)
+    assert priced.cost_usd == pytest.approx(1000 * 2e-6 + 100 * 8e-6)
+    unpriced = gateway.complete("openai/ecdysis-self-hosted-unpriced", ASK, role=Role.TASK)
+    assert unpriced.cost_usd is None and unpriced.tokens.prompt_tokens == 1000
+    with pytest.raises(ValueError, match="input_cost_per_token"):
+        ModelConfig(api_base=stub.api_base, input_cost_per_token=-1)
+
+
 def test_token_budget_stops_the_run_and_keeps_the_record(store: ArtifactStore) -> None:
     gateway = Gateway(GatewayConfig(max_tokens=20, cache=False), store=store, context={"run_id": "run-b"})
     done = 0
