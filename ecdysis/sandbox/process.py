@@ -118,13 +118,22 @@ def processes_of(uid: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/status") as handle:
-                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+            with open(f"/proc/{entry}/status", "rb") as handle:
+                head = handle.read(1024)  # State and Uid are among the first ten short lines
         except OSError:
             continue
-        if int(fields.get("Uid", "-1 ").split()[0]) == uid and not fields.get("State", "").strip().startswith("Z"):
+        if _status_field(head, b"Uid") == str(uid).encode() and not _status_field(head, b"State").startswith(b"Z"):
             pids.append(int(entry))
     return pids
+
+
+def _status_field(status: bytes, name: bytes) -> bytes:
+    """The first word of field ``name`` in a /proc/<pid>/status text (b"" when absent)."""
+    start = status.find(b"\n" + name + b":")
+    if start < 0:
+        return b""
+    words = status[start + len(name) + 2:status.find(b"\n", start + 1)].split()
+    return words[0] if words else b""
 
 
 def kill_uid(uid: int, timeout: float = 10.0) -> None:
@@ -207,12 +216,16 @@ class ProcessSandbox(StreamSandbox):
     def _terminate(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        if self.uid is not None:
-            kill_uid(self.uid)
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()  # it may have left its group with setsid()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("process sandbox %s: pid %d survived SIGKILL", self.sandbox_id, self.process.pid)
+        # Anything left under the sandbox's uid escaped the group (setsid, double fork): kill it all. Usually nothing
+        # is, and one /proc scan is far cheaper than kill_uid's fork of this (large) process.
+        if self.uid is not None and processes_of(self.uid):
+            kill_uid(self.uid)
         with contextlib.suppress(OSError):
             self._stdin.close()
         # Every writer is dead, so the readers reach end of file; only then close their descriptors (closing an fd
