@@ -7,6 +7,11 @@ latency alone. The *ideal* wall time of a batch is what perfect packing of its L
     ideal = max(sum(calls_i) * latency / concurrency, max(calls_i) * latency)
 
 and the efficiency is ``ideal / measured``. Episodes/min are reported both ways.
+
+A finite batch also pays a ramp (every slot starts at once) and a drain (the last episodes run while other slots
+idle), which no runner avoids. The *steady-state* throughput leaves both out: episodes completed between the first
+completion and the last dispatch (while every slot is busy and work is queued), per second, against the LLM-bound
+rate ``concurrency ÷ (mean calls per episode × latency)``.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ DEFAULT_TASKS = ("1", "2", "4", "5", "7", "10", "12", "13")
 """Airline tasks the stub attributes unambiguously, with 1–4 gold actions (short and long episodes mixed)."""
 
 
-def sandbox_config(kind: str) -> dict[str, Any]:
-    """The sandbox section for ``kind`` (``process`` or ``docker``), with a warm pool sized for concurrency."""
+def sandbox_config(kind: str, warm_pool: int = 4) -> dict[str, Any]:
+    """The sandbox section for ``kind`` (``process`` or ``docker``): a warm pool of ``warm_pool`` per worker."""
     if kind == "docker":
-        return {"type": "docker", "warm_pool": 4, "labels": {"ecdysis.bench": "1"}}
-    return {"type": "process", "warm_pool": 4}
+        return {"type": "docker", "warm_pool": warm_pool, "labels": {"ecdysis.bench": "1"}}
+    return {"type": "process", "warm_pool": warm_pool}
 
 
 def settings_for(server: LatencyServer, concurrency: int, store_uri: str, sandbox: str) -> Any:
@@ -37,9 +42,12 @@ def settings_for(server: LatencyServer, concurrency: int, store_uri: str, sandbo
     from ecdysis.rollouts import RolloutSettings
 
     workers = max(1, min(concurrency, os.cpu_count() or 1))
+    per_worker = math.ceil(concurrency / workers)
     gateway = {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()}
-    return RolloutSettings(store_uri=store_uri, gateway=gateway, sandbox=sandbox_config(sandbox), workers=workers,
-                           episodes_per_worker=math.ceil(concurrency / workers), max_attempts=1, max_steps=30,
+    # The warm pool matches a worker's episodes: each episode takes a started sandbox and the pool starts the next
+    # one while the episode waits on its model, so a sandbox start is off every episode's path.
+    return RolloutSettings(store_uri=store_uri, gateway=gateway, sandbox=sandbox_config(sandbox, per_worker),
+                           workers=workers, episodes_per_worker=per_worker, max_attempts=1, max_steps=30,
                            wall_clock_s=300.0)
 
 
@@ -75,7 +83,7 @@ def run_batch(server: LatencyServer, concurrency: int, n: int, *, tasks: list[st
                 pool.evaluate(requests_for(tasks[:1], min(len(pool._workers), 2), settings, run_id="warmup"))
             requests = requests_for(tasks, n, settings)
             meter = CpuMeter(exclude={server.pid})
-            started = time.perf_counter()
+            epoch, started = time.time(), time.perf_counter()
             trajectories = pool.evaluate(requests)
             wall = time.perf_counter() - started
             cpu = meter.read()
@@ -84,14 +92,41 @@ def run_batch(server: LatencyServer, concurrency: int, n: int, *, tasks: list[st
     calls = [t.llm_calls for t in trajectories]
     ideal = max(sum(calls) * server.latency_s / concurrency, max(calls) * server.latency_s)
     ok = sum(1 for t in trajectories if t.termination_reason.is_normal_stop)
+    steady = steady_state(trajectories, epoch, concurrency, server.latency_s)
     return {
         "concurrency": concurrency, "episodes": n, "episodes_ok": ok,
         "mean_reward": sum(t.reward for t in trajectories) / n, "llm_calls": sum(calls), "wall_s": wall,
         "ideal_wall_s": ideal, "efficiency": ideal / wall, "episodes_per_min": 60 * n / wall,
-        "ideal_episodes_per_min": 60 * n / ideal, "cpu_s": cpu, "cpu_s_per_rollout": cpu["ours"] / n,
+        "ideal_episodes_per_min": 60 * n / ideal, "cpu_s": cpu, "cpu_s_per_rollout": cpu["ours"] / n, **steady,
         "errors": sorted({f"{t.termination_reason.value}: {(t.error or '')[:200]}" for t in trajectories
                           if not t.termination_reason.is_normal_stop})[:3],
     }
+
+
+def steady_state(trajectories: list[Any], epoch: float, concurrency: int, latency_s: float) -> dict[str, Any]:
+    """:func:`steady_rate` of our episodes: each ends at its record's ``created_at``, started ``wall_time_s``
+    before; the ideal is the LLM-bound rate of the batch's mean calls per episode."""
+    ends = [t.created_at.timestamp() - epoch for t in trajectories]
+    starts = [end - t.wall_time_s for end, t in zip(ends, trajectories, strict=True)]
+    mean_llm_s = sum(t.llm_calls for t in trajectories) * latency_s / max(1, len(trajectories))
+    return steady_rate(starts, ends, 60 * concurrency / mean_llm_s if mean_llm_s else None)
+
+
+def steady_rate(starts: list[float], ends: list[float], ideal_per_min: float | None) -> dict[str, Any]:
+    """Completions per minute between the first completion and the last start (every slot busy, work queued).
+
+    None when the batch has no such window (fewer than about two episodes per slot).
+    """
+    first_end, last_start = min(ends), max(starts)
+    window = last_start - first_end
+    done = sum(1 for end in ends if first_end < end <= last_start)
+    if window <= 0 or done == 0:
+        return {"steady_window_s": None, "steady_episodes_per_min": None, "steady_efficiency": None,
+                "ideal_steady_per_min": ideal_per_min}
+    rate = 60 * done / window
+    return {"steady_window_s": window, "steady_episodes_per_min": rate,
+            "steady_efficiency": rate / ideal_per_min if ideal_per_min else None,
+            "ideal_steady_per_min": ideal_per_min}
 
 
 def throughput(latency_s: float, concurrencies: list[int], *, tasks: list[str] | None = None,

@@ -22,8 +22,10 @@ MODELS = ("task-gold", "task-repeat", "user", "diagnoser", "coder")
 class LatencyServer:
     """A :class:`ecdysis.llm.StubServer` serving :func:`ecdysis.bench.replies.reply` in a child process."""
 
-    def __init__(self, latency_s: float, *, reply: str = REPLY) -> None:
+    def __init__(self, latency_s: float, *, reply: str = REPLY,
+                 model_latency_s: dict[str, float] | None = None) -> None:
         self.latency_s = latency_s
+        self.model_latency_s = dict(model_latency_s or {})
         self.reply = reply
         self.process: subprocess.Popen[str] | None = None
         self.port = 0
@@ -42,9 +44,11 @@ class LatencyServer:
         return {f"openai/{name}": {"api_base": self.api_base, "max_concurrency": max_concurrency} for name in names}
 
     def start(self) -> LatencyServer:
+        per_model = [arg for name, seconds in sorted(self.model_latency_s.items())
+                     for arg in ("--model-latency", f"{name}={seconds}")]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ecdysis.bench.stub", "--latency", str(self.latency_s), "--reply", self.reply],
-            stdout=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "ecdysis.bench.stub", "--latency", str(self.latency_s), "--reply", self.reply,
+             *per_model], stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line.startswith("port "):
@@ -77,9 +81,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ecdysis.bench.stub")
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--reply", default=REPLY)
+    parser.add_argument("--model-latency", action="append", default=[], metavar="MODEL=SECONDS",
+                        help="latency of one model name (repeatable); others get --latency")
     args = parser.parse_args(argv)
+    per_model = {name: float(seconds) for name, _, seconds in (item.partition("=") for item in args.model_latency)}
     known_tasks("airline")  # build the task index before the first request
-    server = StubServer(args.reply, latency_s=args.latency).start()
+    server = StubServer(args.reply, latency_s=args.latency, model_latency_s=per_model).start()
     print(f"port {server.port}", flush=True)
     parent = os.getppid()
     try:

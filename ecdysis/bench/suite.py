@@ -27,15 +27,16 @@ SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu")
 class Sizes:
     """How big each section runs."""
 
-    train_latency_s: float = 1.0
+    train_latency_s: float = 0.5
+    """Latency of a rollout turn in section 1; diagnosis and coding turns are multiples of it."""
     train_tasks: tuple[str, ...] = ()
-    """Empty: a seeded draw of 16 airline training tasks (see ``training_bench.default_tasks``)."""
+    """Empty: a seeded draw of the paper's 20 airline training tasks (see ``training_bench.default_tasks``)."""
     train_rounds: int = 3
     rollout_latency_s: float = 2.0
-    concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-    episodes_per_slot: int = 2
+    concurrencies: tuple[int, ...] = (1, 4, 16, 32)
+    episodes_per_slot: int = 4
     tau2_concurrency: int = 32
-    tau2_episodes: int = 64
+    tau2_episodes: int = 96
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
     docker_cpu_episodes: int = 32

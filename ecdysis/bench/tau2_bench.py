@@ -86,7 +86,15 @@ def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int =
     rewards = [float((s.get("reward_info") or {}).get("reward") or 0.0) for s in sims]
     calls = [sum(1 for m in s.get("messages") or [] if m.get("role") in ("assistant", "user")) for s in sims]
     n = len(sims)
+    steady: dict[str, Any] = {}
+    if sims:
+        from ecdysis.bench.rollout_bench import steady_rate
+
+        epoch = min(starts)
+        steady = steady_rate([(t - epoch).total_seconds() for t in starts],
+                             [(t - epoch).total_seconds() for t in ends], None)
     return {
+        **steady,
         "ok": n > 0, "simulations": n, "trials": trials, "concurrency": concurrency,
         "mean_reward": sum(rewards) / n if n else 0.0, "span_s": span, "process_wall_s": wall,
         "sims_per_min": 60 * n / span if n and span > 0 else 0.0, "cpu_s_total": cpu,

@@ -5,6 +5,13 @@ the task model is ``repeat_write_agent`` (it repeats every successful write: a s
 tasks), the user ``scripted_user``, the diagnoser the scripted batch diagnoser (or the FDCR roles, picked from the
 prompt), the coder the scripted coding agent that adds the repeated-write block. Each method runs the real
 :class:`ecdysis.training.TrainingDriver` on the same tasks from the same seed harness (``human``).
+
+Latency profile (:data:`LATENCY_PROFILE`): a chat turn of the task model or the user costs ``latency_s``; a
+diagnosis or FDCR call costs 10× that and a coding-agent turn 5×. A provider's latency grows with the prompt
+(time to first token) and the output (decoding): a rollout turn reads a few thousand tokens and writes ~100, a
+diagnosis reads every failure record of the round and writes a specification (~1–2k tokens), a coding turn reads
+the harness and writes an edit. With one latency for every role the modification phases would look as cheap as a
+chat turn, which no provider model is.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ def default_tasks(n: int, seed: int = 0) -> list[str]:
 
 METHODS = ("ecdysis", "se", "ecdysis-fdcr")
 MODIFICATION_ROLES = ("diagnoser", "analyst", "critic", "engineer", "moderator", "coder")
+LATENCY_PROFILE = {"task-repeat": 1.0, "user": 1.0, "diagnoser": 10.0, "coder": 5.0}
+"""Per-call latency of each latency-server model, as a multiple of the rollout turn's latency."""
+PAPER_TRAINING_TASKS = 20
 
 
 def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: str, *, max_rounds: int = 3,
@@ -40,22 +50,23 @@ def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: 
         "models": {"task": "openai/task-repeat", "user": "openai/user", "diagnoser": "openai/diagnoser",
                    "coder": "openai/coder"},
         "training": {"method": method, "max_rounds": max_rounds},
-        "sandbox": {"type": sandbox, "warm_pool": 2},
+        "sandbox": {"type": sandbox, "warm_pool": max(1, -(-concurrency // 2))},
         "llm": {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()},
-        "rollouts": {"workers": 2, "episodes_per_worker": max(1, concurrency // 2), "max_steps": 30,
+        "rollouts": {"workers": 2, "episodes_per_worker": max(1, -(-concurrency // 2)), "max_steps": 30,
                      "wall_clock_s": 300.0, "max_attempts": 1},
     }, source="bench")
 
 
 def run_method(server: LatencyServer, method: str, tasks: list[str], *, max_rounds: int = 3,
-               sandbox: str = "process") -> dict[str, Any]:
+               sandbox: str = "process", concurrency: int = 16) -> dict[str, Any]:
     """Train with ``method``; wall clock, scores and LLM calls per role, read back from the store."""
     from ecdysis.records import LLMCallRecord, Method
     from ecdysis.store import ArtifactStore
     from ecdysis.training import TrainingDriver
 
     with tempfile.TemporaryDirectory(prefix="ecdysis-bench-train-") as folder:
-        config = run_config(server, method, tasks, folder, max_rounds=max_rounds, sandbox=sandbox)
+        config = run_config(server, method, tasks, folder, max_rounds=max_rounds, sandbox=sandbox,
+                            concurrency=concurrency)
         run_id = f"bench-{method}"
         started = time.perf_counter()
         outcome = TrainingDriver(config, method=Method(method), run_id=run_id, workspace=f"{folder}/ws").run(
@@ -86,16 +97,18 @@ def run(latency_s: float = 1.0, *, tasks: list[str] | None = None, methods: tupl
 
     A one-task, one-round warm-up run goes first (discarded), so no method pays the process's one-off imports.
     """
-    chosen = list(tasks or default_tasks(16))
-    with LatencyServer(latency_s) as server:
+    chosen = list(tasks or default_tasks(PAPER_TRAINING_TASKS))
+    profile = {model: factor * latency_s for model, factor in LATENCY_PROFILE.items()}
+    with LatencyServer(latency_s, model_latency_s=profile) as server:
         if warmup:
             run_method(server, "ecdysis", chosen[:1], max_rounds=1, sandbox=sandbox)
-        rows = {m: run_method(server, m, chosen, max_rounds=max_rounds, sandbox=sandbox) for m in methods}
+        rows = {m: run_method(server, m, chosen, max_rounds=max_rounds, sandbox=sandbox, concurrency=len(chosen))
+                for m in methods}
     base = rows.get("ecdysis")
     ratios: dict[str, dict[str, float]] = {}
     if base:
         for m, row in rows.items():
             calls = row["modification_calls"] / max(1, base["modification_calls"])
             ratios[m] = {"wall_vs_ecdysis": row["wall_s"] / base["wall_s"], "modification_calls_vs_ecdysis": calls}
-    return {"latency_s": latency_s, "tasks": chosen, "max_rounds": max_rounds, "sandbox": sandbox, "rows": rows,
-            "ratios": ratios}
+    return {"latency_s": latency_s, "latency_profile_s": profile, "tasks": chosen, "max_rounds": max_rounds,
+            "sandbox": sandbox, "rows": rows, "ratios": ratios}

@@ -43,12 +43,16 @@ class StubServer:
         fail_statuses: statuses injected failures use, drawn in turn from the seeded generator.
         seed: seeds the failure draws, so the same request sequence fails the same way.
         latency_s: delay added to every request (failed ones included).
+        model_latency_s: per-model delays (keyed by the request's model name, provider prefix dropped) that
+            replace ``latency_s`` for those models: a provider-like profile where a coding turn is slower than a
+            chat turn.
         prompt_tokens / completion_tokens: fixed usage figures; None counts words.
         cached_tokens: reported as ``usage.prompt_tokens_details.cached_tokens``.
     """
 
     def __init__(self, reply: ReplyFn | str | None = None, *, failure_rate: float = 0.0,
                  fail_statuses: Sequence[int] = (429, 500), seed: int = 0, latency_s: float = 0.0,
+                 model_latency_s: dict[str, float] | None = None,
                  prompt_tokens: int | None = None, completion_tokens: int | None = None,
                  cached_tokens: int = 0) -> None:
         if not 0.0 <= failure_rate <= 1.0:
@@ -61,6 +65,7 @@ class StubServer:
         self.failure_rate = failure_rate
         self.fail_statuses = tuple(fail_statuses)
         self.latency_s = latency_s
+        self.model_latency_s = dict(model_latency_s or {})
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self.cached_tokens = cached_tokens
@@ -119,6 +124,11 @@ class StubServer:
             key = status or 200
             self.status_counts[key] = self.status_counts.get(key, 0) + 1
             return status
+
+    def latency_for(self, model: object) -> float:
+        """The delay of a request for ``model``."""
+        name = str(model or "").split("/")[-1]
+        return self.model_latency_s.get(name, self.latency_s)
 
     def _enter(self) -> None:
         with self._lock:
@@ -202,14 +212,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, raw: bytes) -> None:
         status = self.stub.draw_failure()
-        if self.stub.latency_s:
-            time.sleep(self.stub.latency_s)
+        try:
+            body: Any = json.loads(raw or b"{}")
+        except ValueError as exc:
+            body = exc
+        latency = self.stub.latency_for(body.get("model") if isinstance(body, dict) else None)
+        if latency:
+            time.sleep(latency)
         if status is not None:
             self._send(status, {"error": {"message": f"injected failure {status}", "type": "stub_error",
                                           "code": str(status)}})
             return
         try:
-            body = json.loads(raw or b"{}")
+            if isinstance(body, Exception):
+                raise body
             payload = self.stub.respond(body)
         except Exception as exc:  # a broken reply function is the caller's bug: say so in a 400
             self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "invalid_request"}})

@@ -64,6 +64,7 @@ def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:
         assert 0 < row["efficiency"] <= 1.0 + 1e-9
         assert _positive(row["episodes_per_min"]) and row["ideal_episodes_per_min"] >= row["episodes_per_min"]
         assert row["cpu_s_per_rollout"] >= 0
+        assert {"steady_episodes_per_min", "steady_efficiency", "ideal_steady_per_min"} <= set(row)
 
 
 def test_tau2_runner_figures(quick: tuple[int, dict[str, Any], str]) -> None:
