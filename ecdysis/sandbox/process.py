@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import random
@@ -28,6 +29,7 @@ from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 
 log = logging.getLogger(__name__)
+LAUNCHER_PATH = Path(__file__).with_name("launch.py")
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
@@ -364,25 +366,15 @@ class ProcessBackend(PooledBackend):
         if uid is not None:
             limits.append((resource.RLIMIT_NPROC, config.nproc))
         flags = (_network_flags() if self.isolates_network else 0) | (CLONE_NEWNS if private_tmp else 0)
-
-        def child_setup() -> None:  # runs in the child between fork and exec
-            if flags:
-                _unshare(flags)
-            if private_tmp:
-                _private_mounts(tmp_size, uid if uid is not None else 0, hidden)
-            os.chdir(home)
-            for limit, value in limits:
-                resource.setrlimit(limit, (value, value))
-            if uid is not None:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-
+        spec = {"flags": flags, "private_tmp": private_tmp, "tmp_size": tmp_size, "uid": uid, "hidden": hidden,
+                "home": home, "limits": [[int(limit), int(value)] for limit, value in limits]}
+        runtime = [self.python, "-I", "-S", "-B", str(self._runtime), str(bundle)]
         try:
+            # The launcher confines itself, then execs the runtime: no preexec_fn, so no fork() of this process.
             process = subprocess.Popen(
-                [self.python, "-I", "-S", "-B", str(self._runtime), str(bundle)],
+                [self.python, "-I", "-S", "-B", str(LAUNCHER_PATH), json.dumps(spec), "--", *runtime],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                preexec_fn=child_setup, start_new_session=True, close_fds=True,
+                start_new_session=True, close_fds=True,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             if workdir is not None:

@@ -1,0 +1,51 @@
+"""The process-sandbox launcher confines itself before exec, and fails loudly (exit 126) before running anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ecdysis.sandbox.launch import FAILED
+from ecdysis.sandbox.process import LAUNCHER_PATH
+
+
+def _launch(spec: dict[str, object], *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-I", "-S", "-B", str(LAUNCHER_PATH), json.dumps(spec), "--", *command],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_applies_home_and_limits_then_execs_the_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import resource
+
+    spec = {"home": str(tmp_path), "limits": [[int(resource.RLIMIT_NOFILE), 77]]}
+    script = "import os, resource; print(os.getcwd(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+    done = _launch(spec, sys.executable, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(tmp_path), "77"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
+def test_drops_to_the_sandbox_uid_with_no_groups(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ecdysis.sandbox.process import _others_can_execute
+
+    python = next((p for p in ("/usr/local/bin/python3", "/usr/bin/python3") if _others_can_execute(p)), None)
+    if python is None:
+        pytest.skip("no python3 that another uid may run")
+    os.chmod(tmp_path, 0o777)
+    done = _launch({"home": str(tmp_path), "uid": 61234},
+                   python, "-c", "import os; print(os.getuid(), os.getgid(), os.getgroups())")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "61234 61234 []"
+
+
+def test_a_failed_step_exits_126_naming_it_and_never_runs_the_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "ran"
+    done = _launch({"home": str(tmp_path / "missing")}, "/usr/bin/touch", str(marker))
+    assert done.returncode == FAILED and "FileNotFoundError" in done.stderr and "missing" in done.stderr
+    assert not marker.exists()
+    usage = subprocess.run([sys.executable, str(LAUNCHER_PATH), "{}"], capture_output=True, text=True, timeout=30)
+    assert usage.returncode == FAILED and "usage" in usage.stderr
