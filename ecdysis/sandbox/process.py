@@ -4,7 +4,6 @@ namespace. Weaker than Docker (the filesystem is the host's, guarded only by fil
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -34,59 +33,24 @@ LAUNCHER_PATH = Path(__file__).with_name("launch.py")
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
-MS_RDONLY = 0x1
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
-MS_NOEXEC = 0x8
-MS_REC = 0x4000
-MS_PRIVATE = 0x40000
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _unshare(flags: int) -> None:
-    unshare = getattr(os, "unshare", None)  # Python >= 3.12
-    if unshare is not None:
-        unshare(flags)
-        return
-    if _libc.unshare(flags) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
-
-
-def _c_string(text: str | None) -> bytes | None:
-    return text.encode() if text else None
-
-
-def _mount(source: str | None, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
-    if _libc.mount(_c_string(source), target.encode(), _c_string(fstype), flags, _c_string(data)) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
-
-
-def _private_mounts(tmp_size: int, uid: int, hidden: list[str]) -> None:
-    """In a fresh mount namespace: stop mount propagation, give the sandbox its own size-limited /tmp, and cover
-    each hidden folder with an empty read-only tmpfs. Everything vanishes with the namespace."""
-    _mount(None, "/", MS_REC | MS_PRIVATE)
-    _mount("tmpfs", "/tmp", MS_NOSUID | MS_NODEV, "tmpfs", f"size={tmp_size},mode=0700,uid={uid},gid={uid}")
-    for folder in hidden:
-        _mount("tmpfs", folder, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "tmpfs", "size=4k,mode=0555")
+def _launcher_works(spec: dict[str, object]) -> bool:
+    """Whether the launcher can apply ``spec`` here: it confines itself, then runs ``true``."""
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-B", str(LAUNCHER_PATH), json.dumps({"home": "/", **spec}),
+                        "--", shutil.which("true") or "/bin/true"], check=True, timeout=10,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return True
 
 
 def private_tmp_available() -> bool:
     """Whether we may give a child its own mounts (root, and the kernel allows a new mount namespace)."""
     if os.geteuid() != 0:
         return False
-
-    def setup() -> None:
-        _unshare(CLONE_NEWNS)
-        _private_mounts(1 << 20, 0, [])
-
-    try:
-        subprocess.run(["true"], preexec_fn=setup, check=True, timeout=10,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return True
+    return _launcher_works({"flags": CLONE_NEWNS, "private_tmp": True, "tmp_size": 1 << 20})
 
 
 def _network_flags() -> int:
@@ -96,13 +60,7 @@ def _network_flags() -> int:
 
 def network_isolation_available() -> bool:
     """Whether this kernel lets us put a child in a new network namespace."""
-    flags = _network_flags()
-    try:
-        subprocess.run(["true"], preexec_fn=lambda: _unshare(flags), check=True, timeout=10,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return True
+    return _launcher_works({"flags": _network_flags()})
 
 
 def _others_can_execute(path: str) -> bool:
