@@ -53,9 +53,11 @@ class LLMClient(Protocol):
         role: Role,
         tools: Sequence[dict[str, Any]] | None = None,
         context: dict[str, Any] | None = None,
+        deadline: float | None = None,
         **params: Any,
     ) -> Completion:
-        """One completion. ``context`` carries run/round/task ids for accounting."""
+        """One completion. ``context`` carries run/round/task ids for accounting; ``deadline`` (a
+        ``time.monotonic()`` instant) cuts the call and its retries off when it passes."""
         ...
 
     def structured(

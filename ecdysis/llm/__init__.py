@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig
 from ecdysis.llm.errors import (
     BudgetExceeded,
+    DeadlineExceeded,
     GatewayError,
     LLMCallError,
     ProviderBlockedError,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BudgetExceeded",
     "CacheRule",
+    "DeadlineExceeded",
     "Gateway",
     "GatewayConfig",
     "GatewayError",

@@ -26,6 +26,11 @@ class LLMCallError(GatewayError):
         self.retryable = retryable
 
 
+class DeadlineExceeded(LLMCallError):
+    """The caller's deadline (an episode's wall-clock budget) passed before the call could finish; the call in
+    flight was cut off by its timeout rather than waited for."""
+
+
 class BudgetExceeded(GatewayError):
     """The run crossed its USD or token budget. Calls made so far are recorded; the caller stops the run."""
 

@@ -26,7 +26,7 @@ from ecdysis.llm._litellm import litellm
 from ecdysis.llm.accounting import Ledger, Usage
 from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe
 from ecdysis.llm.config import CacheRule, GatewayConfig
-from ecdysis.llm.errors import BudgetExceeded, LLMCallError, StructuredOutputError
+from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded, LLMCallError, StructuredOutputError
 from ecdysis.llm.pricing import pricing, response_cost
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
@@ -58,11 +58,15 @@ class Gateway:
     # ---- LLMClient ---------------------------------------------------------------------------------------------
     def complete(self, model: str, messages: Sequence[dict[str, Any]], *, role: Role | str,
                  tools: Sequence[dict[str, Any]] | None = None, context: dict[str, Any] | None = None,
-                 cache: bool | None = None, **params: Any) -> Completion:
+                 cache: bool | None = None, deadline: float | None = None, **params: Any) -> Completion:
         """One completion. ``cache`` overrides the cache rule for this call; ``params`` go to litellm.
 
-        Raises ``LLMCallError`` (call failed for good), ``BudgetExceeded`` (run over budget; the call that crossed
-        it is recorded and attached), ``ProviderBlockedError`` / ``GatewayError`` / ``ValueError`` (bad model).
+        ``deadline`` is a ``time.monotonic()`` instant: each attempt's timeout is cut to the time left, and no
+        retry starts that could not finish before it.
+
+        Raises ``LLMCallError`` (call failed for good; ``DeadlineExceeded`` when the deadline cut it off),
+        ``BudgetExceeded`` (run over budget; the call that crossed it is recorded and attached),
+        ``ProviderBlockedError`` / ``GatewayError`` / ``ValueError`` (bad model).
         """
         role = Role(role)
         ctx = {**self._context, **(context or {}), "role": role.value, "model": model}
@@ -78,7 +82,7 @@ class Gateway:
                                                     "latency_s": time.monotonic() - started, "model": model})
                 self._ledger.record(self._record(ctx, role, model, completion, retries=0))
                 return completion
-        completion = self._call(route_, messages, tools, params, ctx, role, started)
+        completion = self._call(route_, messages, tools, params, ctx, role, started, deadline)
         if key is not None:
             self._cache.put(key, completion)
         self._check_budget(run_id, completion)
@@ -147,7 +151,8 @@ class Gateway:
         return cache_key(route_.target, messages, tools, sampling)
 
     def _call(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
-              params: dict[str, Any], ctx: dict[str, Any], role: Role, started: float) -> Completion:
+              params: dict[str, Any], ctx: dict[str, Any], role: Role, started: float,
+              deadline: float | None = None) -> Completion:
         kwargs: dict[str, Any] = {**route_.params, **params, "model": route_.litellm_model,
                                   "messages": list(messages), "timeout": self.config.timeout_s,
                                   "num_retries": 0, "max_retries": 0}
@@ -163,22 +168,33 @@ class Gateway:
             pricing(route_)  # registers an unknown api_base model before its first call (see ecdysis.llm.pricing)
         retries = 0
         while True:
+            no_time_to_retry = False
             try:
                 with semaphore(route_):
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise TimeoutError("the caller's deadline passed before this attempt")
+                        kwargs["timeout"] = min(self.config.timeout_s, left)
                     response = litellm.completion(**kwargs)
                 break
             except Exception as exc:
                 retryable = is_retryable(exc)
                 if retryable and retries < self.config.max_retries:
-                    time.sleep(backoff_delay(retries, self.config.backoff_base_s, self.config.backoff_max_s,
-                                             self._rng))
-                    retries += 1
-                    continue
+                    delay = backoff_delay(retries, self.config.backoff_base_s, self.config.backoff_max_s, self._rng)
+                    if deadline is None or time.monotonic() + delay < deadline:
+                        time.sleep(delay)
+                        retries += 1
+                        continue
+                    no_time_to_retry = True
                 error = f"{type(exc).__name__}: {exc}"
                 failed = Completion(model=route_.model, latency_s=time.monotonic() - started)
                 self._ledger.record(self._record(ctx, role, route_.model, failed, retries=retries, error=error))
-                raise LLMCallError(f"{route_.model}: {error} (after {retries} retries)", model=route_.model,
-                                   retries=retries, retryable=retryable) from exc
+                # The deadline ended it: the attempt was cut to the time left, or no retry could finish in time.
+                cut_off = deadline is not None and (no_time_to_retry or time.monotonic() >= deadline - 0.01)
+                kind = DeadlineExceeded if cut_off else LLMCallError
+                raise kind(f"{route_.model}: {error} (after {retries} retries)", model=route_.model,
+                           retries=retries, retryable=retryable) from exc
         completion = self._completion(route_, response, time.monotonic() - started)
         self._ledger.record(self._record(ctx, role, route_.model, completion, retries=retries))
         return completion

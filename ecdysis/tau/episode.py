@@ -106,6 +106,8 @@ class _Episode:
         self.accounting = _Accounting()
         self.steps = 0
         self.errors = 0
+        self.deadline: float | None = None
+        """When the episode's wall-clock budget runs out (``time.monotonic()``): model calls are cut off there."""
 
     def handlers(self) -> dict[str, Any]:
         return {"llm.complete": self.complete, "user.respond": self.respond, "tool.call": self.call,
@@ -118,7 +120,7 @@ class _Episode:
             raise EndEpisode(TerminationReason.USER_STOP, "the user had already ended the conversation")
 
     def complete(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ecdysis.llm.errors import BudgetExceeded
+        from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded
         from ecdysis.sandbox.driver import EndEpisode, HandlerError
 
         self._check_open()
@@ -132,18 +134,21 @@ class _Episode:
             raise EndEpisode(TerminationReason.MAX_STEPS, f"more than {self.request.max_steps} model turns")
         try:
             completion = self.llm.complete(self.request.model, messages, role=Role.TASK, tools=tools,
-                                           context=self.context)
+                                           context=self.context, deadline=self.deadline)
         except BudgetExceeded as exc:
             if exc.completion is not None:  # the call that crossed the budget was made and paid for
                 self.accounting.add(exc.completion.tokens, exc.completion.cache_hit, exc.completion.cost_usd)
             raise EndEpisode(TerminationReason.BUDGET_EXCEEDED, str(exc)) from exc
+        except DeadlineExceeded as exc:
+            raise EndEpisode(TerminationReason.TIMEOUT, f"wall-clock budget ran out during a task-model call: {exc}") \
+                from exc
         except Exception as exc:
             raise EndEpisode(TerminationReason.LLM_ERROR, f"{type(exc).__name__}: {exc}") from exc
         self.accounting.add(completion.tokens, completion.cache_hit, completion.cost_usd)
         return completion.as_message()
 
     def respond(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ecdysis.llm.errors import BudgetExceeded
+        from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded
         from ecdysis.sandbox.driver import EndEpisode, HandlerError
 
         self._check_open()
@@ -152,10 +157,13 @@ class _Episode:
             raise HandlerError("bad_request", "user.respond needs 'text': a string")
         self.messages.append(transcript.agent_text(text))
         try:
-            reply = self.user.respond(text)
+            reply = self.user.respond(text, deadline=self.deadline)
         except UserSimulatorError as exc:
             if isinstance(exc.__cause__, BudgetExceeded):  # the run's budget, not a fault of the simulator
                 raise EndEpisode(TerminationReason.BUDGET_EXCEEDED, str(exc.__cause__)) from exc
+            if isinstance(exc.__cause__, DeadlineExceeded):
+                raise EndEpisode(TerminationReason.TIMEOUT,
+                                 f"wall-clock budget ran out during a user-simulator call: {exc.__cause__}") from exc
             raise EndEpisode(TerminationReason.INFRASTRUCTURE_ERROR, str(exc)) from exc
         self.messages.append(transcript.user_text(reply.text, reply.stop))
         return {"text": reply.text, "stop": reply.stop}
@@ -231,6 +239,7 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
             reason, error = TerminationReason.SANDBOX_ERROR, f"sandbox could not start: {type(exc).__name__}: {exc}"
         else:
             max_requests = request.max_steps * 20 + 100
+            episode.deadline = time.monotonic() + request.wall_clock_s
             outcome = run_protocol(sandbox, start, episode.handlers(), wall_clock_s=request.wall_clock_s,
                                    max_requests=max_requests)
             episode.apply_events(outcome.events)

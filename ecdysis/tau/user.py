@@ -64,12 +64,14 @@ class UserSimulator:
     def __post_init__(self) -> None:
         self._system = {"role": "system", "content": system_prompt(self.task)}
 
-    def respond(self, agent_text: str) -> UserReply:
-        """The user's reply to ``agent_text``. Roles are flipped for the user model (the agent speaks as ``user``)."""
+    def respond(self, agent_text: str, *, deadline: float | None = None) -> UserReply:
+        """The user's reply to ``agent_text``. Roles are flipped for the user model (the agent speaks as ``user``).
+
+        ``deadline`` (a ``time.monotonic()`` instant) cuts the model call off when it passes."""
         self._history.append({"role": "user", "content": agent_text})
         try:
             completion = self.llm.complete(self.model, [self._system, *self._history], role=Role.USER,
-                                           context=self.context)
+                                           context=self.context, deadline=deadline)
         except Exception as exc:
             crossing = getattr(exc, "completion", None)  # BudgetExceeded: the crossing call was made and paid for
             if crossing is not None:
