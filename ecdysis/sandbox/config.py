@@ -67,6 +67,9 @@ class DockerSandboxConfig(_Common):
     """Run a tiny init as PID 1 so stray child processes are reaped and signals delivered."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels on every container (``ecdysis=1`` is always set), e.g. to find a test's containers."""
+    keep_images: int = Field(default=32, ge=0)
+    """Per-harness images kept on a host: after each build the oldest beyond this many are removed (an image a
+    container still uses is kept). 0 keeps them all."""
 
 
 class ProcessSandboxConfig(_Common):

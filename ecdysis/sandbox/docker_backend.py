@@ -15,7 +15,7 @@ from typing import Any
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.config import DockerSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
-from ecdysis.sandbox.images import ensure_harness_image
+from ecdysis.sandbox.images import ensure_harness_image, prune_harness_images
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,10 @@ class DockerSandbox(StreamSandbox):
                 self._socket.close()
 
 
+class _ImageGone(SandboxUnavailable):
+    """The cached image of a bundle no longer exists on the host."""
+
+
 class DockerBackend(PooledBackend):
     """SandboxBackend of Docker containers (see DockerSandboxConfig for what each container gets)."""
 
@@ -146,9 +150,22 @@ class DockerBackend(PooledBackend):
                                           self.config.registry)
         with self._image_lock:
             self._images[bundle_hash] = tag
+        if built and self.config.keep_images:
+            try:
+                prune_harness_images(self.client, self.config.keep_images)
+            except Exception as exc:  # housekeeping must never fail a rollout
+                log.warning("pruning old harness images failed: %s", exc)
         return tag, built
 
     def _launch(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
+        try:
+            return self._create(bundle_dir, bundle_hash)
+        except _ImageGone:  # pruned by another backend on this host since we cached its tag: build it again
+            with self._image_lock:
+                self._images.pop(bundle_hash, None)
+            return self._create(bundle_dir, bundle_hash)
+
+    def _create(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         import docker.errors
 
         image, _ = self.image_for(bundle_dir, bundle_hash)
@@ -176,6 +193,8 @@ class DockerBackend(PooledBackend):
             if container is not None:
                 with contextlib.suppress(docker.errors.DockerException):
                     container.remove(force=True)
+            if container is None and isinstance(exc, docker.errors.ImageNotFound):
+                raise _ImageGone(image) from exc
             raise SandboxUnavailable(f"could not start a container of {image}: {exc}") from exc
         return sandbox
 

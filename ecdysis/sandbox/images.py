@@ -109,6 +109,26 @@ def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_i
         return tag, True
 
 
+def prune_harness_images(client: Any, keep: int) -> list[str]:
+    """Remove this host's per-harness images beyond the ``keep`` newest; returns the removed image ids.
+
+    Only images labelled as ours (``ecdysis.bundle``) are candidates. Docker refuses to remove an image a container
+    still uses, and such an image is skipped; a backend that finds its cached image gone rebuilds it.
+    """
+    import docker.errors
+
+    images = client.images.list(filters={"label": ["ecdysis=1", "ecdysis.bundle"]})
+    images.sort(key=lambda image: str(image.attrs.get("Created", "")), reverse=True)
+    removed = []
+    for image in images[keep:]:
+        try:
+            client.images.remove(image.id, noprune=False)
+            removed.append(image.id)
+        except docker.errors.APIError as exc:  # in use by a container, or already gone
+            log.info("keeping image %s: %s", image.id, exc)
+    return removed
+
+
 def _pull(client: Any, repository: str, bundle_hash: str, labels: dict[str, str]) -> bool:
     """Whether the registry had this bundle's image, built on the same runtime and base image."""
     try:

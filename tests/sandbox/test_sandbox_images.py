@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -96,3 +97,45 @@ def test_an_unreachable_registry_falls_back_to_a_local_build(bundle: Path, caplo
             client.images.remove(tag, force=True)
         finally:
             client.close()
+
+
+def _unique_bundle(base: Path, tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(base, folder)
+    (folder / "unique.txt").write_text(os.urandom(16).hex())
+    return folder
+
+
+def test_old_harness_images_are_pruned_and_a_pruned_image_is_rebuilt(bundle: Path, tmp_path: Path) -> None:
+    reason = docker_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from sandbox_support import SESSION_ID, TEST_LABEL
+
+    from ecdysis.sandbox import make_backend
+
+    config = DockerSandboxConfig(keep_images=2, warm_pool=0, labels={TEST_LABEL: SESSION_ID})
+    backend = make_backend(config)
+    client = docker_client()
+    folders = [_unique_bundle(bundle, tmp_path, f"b{i}") for i in range(4)]
+    digests = [bundle_hash(folder) for folder in folders]
+    try:
+        for folder, digest in zip(folders, digests, strict=True):
+            assert backend.image_for(folder, digest)[1]  # type: ignore[attr-defined]
+        ours = {image.labels["ecdysis.bundle"]
+                for image in client.images.list(filters={"label": ["ecdysis=1", "ecdysis.bundle"]})}
+        assert digests[2] in ours and digests[3] in ours
+        assert digests[0] not in ours and digests[1] not in ours
+        assert len(ours) == 2  # every older harness image on this host went too
+        # Another backend on this host pruned the image this one cached: the next sandbox rebuilds it and runs.
+        client.images.remove(f"{IMAGE_REPOSITORY}:{digests[3]}", force=True)
+        sandbox = backend.acquire(folders[3], digests[3])
+        assert sandbox.alive
+        sandbox.close()
+        assert client.images.get(f"{IMAGE_REPOSITORY}:{digests[3]}").labels["ecdysis.bundle"] == digests[3]
+    finally:
+        backend.shutdown()
+        for digest in digests:
+            with contextlib.suppress(Exception):  # already pruned by the test itself
+                client.images.remove(f"{IMAGE_REPOSITORY}:{digest}", force=True)
+        client.close()
