@@ -161,6 +161,10 @@ class StubServer:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a burst of new connections (another runner opening 32 at once)
+    # overflowed it and clients saw "Connection error".
+    request_queue_size = 256
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # clients that gave up (timeouts) close the socket mid-reply; that is expected here
         pass

@@ -109,3 +109,31 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
         ceiling = min(8.0, 2.0**n)
         assert ceiling / 2 <= delay <= ceiling
     assert not is_retryable(ValueError("bad input"))
+
+
+def test_the_stub_accepts_a_burst_of_new_connections() -> None:
+    """A runner that opens many connections at once (τ²'s, in the benchmark) must not see resets."""
+    import http.client
+    import json
+    import threading
+
+    statuses: list[object] = []
+    with StubServer(latency_s=0.5) as stub:
+        def one() -> None:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", stub.port, timeout=30)
+                body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+                connection.request("POST", "/v1/chat/completions", body=body,
+                                   headers={"Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                statuses.append(response.status)
+            except OSError as exc:
+                statuses.append(exc)
+
+        threads = [threading.Thread(target=one) for _ in range(150)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert statuses == [200] * 150
