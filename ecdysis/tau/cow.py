@@ -94,13 +94,21 @@ def is_table(value: Any) -> bool:
     return isinstance(value, dict) and bool(value) and all(isinstance(v, BaseModel) for v in value.values())
 
 
-def copy_on_read_clone(pristine: BaseModel) -> Any:
-    """A clone of ``pristine`` (a validated τ² DB) whose tables copy records on first lookup; other fields are
-    deep-copied. ``pristine`` must never be mutated afterwards (the clone shares its untouched records)."""
-    import copy
+class CopyOnReadSource:
+    """A validated τ² DB that episodes clone copy-on-read. Which of its fields are tables is worked out once,
+    here, not on every clone. ``pristine`` must never be mutated (clones share its untouched records)."""
 
-    fields: dict[str, Any] = {}
-    for name in type(pristine).model_fields:
-        value = getattr(pristine, name)
-        fields[name] = CopyOnReadDict(value) if is_table(value) else copy.deepcopy(value)
-    return type(pristine).model_construct(_fields_set=set(pristine.model_fields_set), **fields)
+    def __init__(self, pristine: BaseModel) -> None:
+        self.pristine = pristine
+        self._fields = tuple(type(pristine).model_fields)
+        self._tables = frozenset(name for name in self._fields if is_table(getattr(pristine, name)))
+
+    def clone(self) -> Any:
+        """A clone whose tables copy records on first lookup; other fields are deep-copied."""
+        import copy
+
+        fields: dict[str, Any] = {}
+        for name in self._fields:
+            value = getattr(self.pristine, name)
+            fields[name] = CopyOnReadDict(value) if name in self._tables else copy.deepcopy(value)
+        return type(self.pristine).model_construct(_fields_set=set(self.pristine.model_fields_set), **fields)

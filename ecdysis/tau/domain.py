@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ecdysis.records import Split, Task
-from ecdysis.tau.cow import copy_on_read_clone
+from ecdysis.tau.cow import CopyOnReadSource
 
 DOMAINS = ("airline", "retail", "mock")
 """Domains with a DB-and-communicate grade that :mod:`ecdysis.tau.grading` reproduces exactly."""
@@ -59,7 +59,7 @@ class TauDomain:
     splits: dict[str, list[str]]
     _db_class: Any  # the domain's pydantic DB model class
     _pristine_raw: dict[str, Any]
-    _pristine_db: Any  # validated once; never mutated (copy-on-read clones share its records)
+    _pristine: CopyOnReadSource  # validated once; never mutated (copy-on-read clones share its records)
     _env_factory: Callable[..., Any]
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -86,8 +86,8 @@ class TauDomain:
         prefix = name.upper()
         raw = json.loads(Path(getattr(utils, f"{prefix}_DB_PATH")).read_text())
         db_cls = getattr(data_model, db_class)
-        pristine = db_cls.model_validate(raw)
-        env = env_module.get_environment(db=db_cls.model_validate(raw))
+        pristine = CopyOnReadSource(db_cls.model_validate(raw))
+        env = env_module.get_environment(db=pristine.clone())  # read for schemas and policy only
         tools = env.tools
         schemas = [tool.openai_schema for tool in sorted(env.get_tools(), key=lambda t: t.name)]
         tool_types = {tool_name: str(tools.tool_type(tool_name).value) for tool_name in tools.tools}
@@ -102,7 +102,7 @@ class TauDomain:
             splits=splits,
             _db_class=db_cls,
             _pristine_raw=raw,
-            _pristine_db=pristine,
+            _pristine=pristine,
             _env_factory=env_module.get_environment,
         )
 
@@ -126,7 +126,12 @@ class TauDomain:
 
     def clone_db(self) -> Any:
         """A private copy-on-read clone of the pristine DB (see :mod:`ecdysis.tau.cow`)."""
-        return copy_on_read_clone(self._pristine_db)
+        return self._pristine.clone()
+
+    @property
+    def _pristine_db(self) -> Any:
+        """The shared pristine DB (tests check that no clone ever changes it)."""
+        return self._pristine.pristine
 
     def validated_db(self) -> Any:
         """A full, independently validated copy of the pristine DB (slow: the reference clones are checked
