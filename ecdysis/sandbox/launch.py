@@ -20,8 +20,14 @@ import sys
 from typing import Any
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
-CLONE_NEWNS = 0x00020000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 FAILED = 126
+LAUNCHER_PATH = os.path.abspath(__file__)
+
+
+def command(python: str, spec: dict[str, Any], *argv: str) -> list[str]:
+    """The host's command line that confines a child by ``spec`` and then runs ``argv`` in it."""
+    return [python, "-I", "-S", "-B", LAUNCHER_PATH, json.dumps(spec), "--", *argv]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

@@ -4,7 +4,6 @@ namespace. Weaker than Docker (the filesystem is the host's, guarded only by fil
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -26,20 +25,16 @@ from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.bundle import RUNTIME_PATH, bundle_files
 from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
+from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
 
 log = logging.getLogger(__name__)
-LAUNCHER_PATH = Path(__file__).with_name("launch.py")
-
-CLONE_NEWNET = 0x40000000
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
 
 
 def _launcher_works(spec: dict[str, object]) -> bool:
     """Whether the launcher can apply ``spec`` here: it confines itself, then runs ``true``."""
     try:
-        subprocess.run([sys.executable, "-I", "-S", "-B", str(LAUNCHER_PATH), json.dumps({"home": "/", **spec}),
-                        "--", shutil.which("true") or "/bin/true"], check=True, timeout=10,
+        subprocess.run(command(sys.executable, {"home": "/", **spec}, shutil.which("true") or "/bin/true"),
+                       check=True, timeout=10,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return False
@@ -330,7 +325,7 @@ class ProcessBackend(PooledBackend):
         try:
             # The launcher confines itself, then execs the runtime: no preexec_fn, so no fork() of this process.
             process = subprocess.Popen(
-                [self.python, "-I", "-S", "-B", str(LAUNCHER_PATH), json.dumps(spec), "--", *runtime],
+                command(self.python, spec, *runtime),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                 start_new_session=True, close_fds=True,
             )

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from ecdysis.sandbox.launch import FAILED
-from ecdysis.sandbox.process import LAUNCHER_PATH
+from ecdysis.sandbox.launch import FAILED, LAUNCHER_PATH, command
 
 
-def _launch(spec: dict[str, object], *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-I", "-S", "-B", str(LAUNCHER_PATH), json.dumps(spec), "--", *command],
-                          capture_output=True, text=True, timeout=30)
+def _launch(spec: dict[str, object], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command(sys.executable, spec, *argv), capture_output=True, text=True, timeout=30)
 
 
 def test_applies_home_and_limits_then_execs_the_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -47,5 +44,5 @@ def test_a_failed_step_exits_126_naming_it_and_never_runs_the_command(tmp_path) 
     done = _launch({"home": str(tmp_path / "missing")}, "/usr/bin/touch", str(marker))
     assert done.returncode == FAILED and "FileNotFoundError" in done.stderr and "missing" in done.stderr
     assert not marker.exists()
-    usage = subprocess.run([sys.executable, str(LAUNCHER_PATH), "{}"], capture_output=True, text=True, timeout=30)
+    usage = subprocess.run([sys.executable, LAUNCHER_PATH, "{}"], capture_output=True, text=True, timeout=30)
     assert usage.returncode == FAILED and "usage" in usage.stderr
