@@ -44,15 +44,16 @@ def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: 
     """The run config of one method: every model is ``openai/<role>`` on the latency server."""
     from ecdysis.config import parse_config
 
+    per_worker = max(1, -(-concurrency // 2))  # two workers; the warm pool matches each one's episodes
     return parse_config({
         "run_name": f"bench-{method}", "storage": {"uri": store_uri},
         "benchmark": {"domain": "airline", "task_ids": tasks, "trials": 1},
         "models": {"task": "openai/task-repeat", "user": "openai/user", "diagnoser": "openai/diagnoser",
                    "coder": "openai/coder"},
         "training": {"method": method, "max_rounds": max_rounds},
-        "sandbox": {"type": sandbox, "warm_pool": max(1, -(-concurrency // 2))},
+        "sandbox": {"type": sandbox, "warm_pool": per_worker},
         "llm": {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()},
-        "rollouts": {"workers": 2, "episodes_per_worker": max(1, -(-concurrency // 2)), "max_steps": 30,
+        "rollouts": {"workers": 2, "episodes_per_worker": per_worker, "max_steps": 30,
                      "wall_clock_s": 300.0, "max_attempts": 1},
     }, source="bench")
 

@@ -21,6 +21,21 @@ def bundle(tmp_path: Path) -> Path:
     return folder
 
 
+def _mark_unique(folder: Path) -> Path:
+    """Add a random marker file to the bundle ``folder``, so its hash (and image) is new."""
+    (folder / "unique.txt").write_text(os.urandom(16).hex())
+    return folder
+
+
+@pytest.fixture
+def docker_bundle(bundle: Path) -> Path:
+    """``bundle`` made unique, on a host whose Docker daemon answers (else the test is skipped)."""
+    reason = docker_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return _mark_unique(bundle)
+
+
 def test_bundle_hash_is_deterministic_and_content_addressed(bundle: Path, tmp_path: Path) -> None:
     first = bundle_hash(bundle)
     assert len(first) == 64 and first == bundle_hash(bundle)
@@ -51,11 +66,8 @@ def test_bad_bundles_are_refused(bundle: Path, make: str) -> None:
         bundle_hash(bundle)
 
 
-def test_image_is_built_once_and_cached(bundle: Path) -> None:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    (bundle / "unique.txt").write_text(os.urandom(16).hex())
+def test_image_is_built_once_and_cached(docker_bundle: Path) -> None:
+    bundle = docker_bundle
     digest = bundle_hash(bundle)
     client = docker_client()
     base = DockerSandboxConfig().base_image
@@ -77,11 +89,9 @@ def test_image_is_built_once_and_cached(bundle: Path) -> None:
             client.close()
 
 
-def test_an_unreachable_registry_falls_back_to_a_local_build(bundle: Path, caplog: pytest.LogCaptureFixture) -> None:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    (bundle / "unique.txt").write_text(os.urandom(16).hex())
+def test_an_unreachable_registry_falls_back_to_a_local_build(docker_bundle: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    bundle = docker_bundle
     digest = bundle_hash(bundle)
     client = docker_client()
     registry = "127.0.0.1:9/ecdysis"  # nothing listens on the discard port: pull and push both fail
@@ -99,17 +109,7 @@ def test_an_unreachable_registry_falls_back_to_a_local_build(bundle: Path, caplo
             client.close()
 
 
-def _unique_bundle(base: Path, tmp_path: Path, name: str) -> Path:
-    folder = tmp_path / name
-    shutil.copytree(base, folder)
-    (folder / "unique.txt").write_text(os.urandom(16).hex())
-    return folder
-
-
-def test_old_harness_images_are_pruned_and_a_pruned_image_is_rebuilt(bundle: Path, tmp_path: Path) -> None:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
+def test_old_harness_images_are_pruned_and_a_pruned_image_is_rebuilt(docker_bundle: Path, tmp_path: Path) -> None:
     from sandbox_support import SESSION_ID, TEST_LABEL
 
     from ecdysis.sandbox import make_backend
@@ -117,7 +117,7 @@ def test_old_harness_images_are_pruned_and_a_pruned_image_is_rebuilt(bundle: Pat
     config = DockerSandboxConfig(keep_images=2, warm_pool=0, labels={TEST_LABEL: SESSION_ID})
     backend = make_backend(config)
     client = docker_client()
-    folders = [_unique_bundle(bundle, tmp_path, f"b{i}") for i in range(4)]
+    folders = [_mark_unique(Path(shutil.copytree(docker_bundle, tmp_path / f"b{i}"))) for i in range(4)]
     digests = [bundle_hash(folder) for folder in folders]
     try:
         for folder, digest in zip(folders, digests, strict=True):
