@@ -27,7 +27,7 @@ from ecdysis.llm.accounting import Ledger, Usage
 from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe
 from ecdysis.llm.config import CacheRule, GatewayConfig
 from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded, LLMCallError, StructuredOutputError
-from ecdysis.llm.pricing import pricing, response_cost
+from ecdysis.llm.pricing import is_priced, response_cost
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
 from ecdysis.protocols import Completion, Store
@@ -164,8 +164,8 @@ class Gateway:
             kwargs["api_key"] = route_.api_key
         if route_.scripted:
             kwargs["metadata"] = {scripted.CONTEXT_KEY: ctx}
-        if not route_.scripted:
-            pricing(route_)  # registers an unknown api_base model before its first call (see ecdysis.llm.pricing)
+        # is_priced registers an unknown api_base model with litellm before its first call (see ecdysis.llm.pricing)
+        priced = not route_.scripted and is_priced(route_)
         retries = 0
         while True:
             no_time_to_retry = False
@@ -195,11 +195,11 @@ class Gateway:
                 kind = DeadlineExceeded if cut_off else LLMCallError
                 raise kind(f"{route_.model}: {error} (after {retries} retries)", model=route_.model,
                            retries=retries, retryable=retryable) from exc
-        completion = self._completion(route_, response, time.monotonic() - started)
+        completion = self._completion(route_, response, time.monotonic() - started, priced)
         self._ledger.record(self._record(ctx, role, route_.model, completion, retries=retries))
         return completion
 
-    def _completion(self, route_: Route, response: Any, latency_s: float) -> Completion:
+    def _completion(self, route_: Route, response: Any, latency_s: float, priced: bool) -> Completion:
         message = response.choices[0].message
         tool_calls = [
             {"id": call.id, "type": "function",
@@ -214,7 +214,8 @@ class Gateway:
             cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
         )
         return Completion(content=message.content, tool_calls=tool_calls, tokens=tokens,
-                          cost_usd=response_cost(route_, response), latency_s=latency_s, model=route_.model)
+                          cost_usd=response_cost(route_, response, priced=priced), latency_s=latency_s,
+                          model=route_.model)
 
     def _supports_json_mode(self, model: str) -> bool:
         route_ = route(model, self.config)

@@ -10,27 +10,18 @@ gateway no longer prices every response a second time.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from ecdysis.llm._litellm import litellm
 from ecdysis.llm.routing import Route
 
-
-@dataclass(frozen=True)
-class Pricing:
-    """How the cost of a call to one route is known."""
-
-    priced: bool
-    """Whether litellm holds prices for the model (its own map, or the config's)."""
-
-
 _lock = threading.Lock()
-_known: dict[tuple[str, float | None, float | None], Pricing] = {}
+_known: dict[tuple[str, float | None, float | None], bool] = {}
 
 
-def pricing(route_: Route) -> Pricing:
-    """The pricing of ``route_``, registering an unknown ``api_base`` model with litellm on first use."""
+def is_priced(route_: Route) -> bool:
+    """Whether litellm holds prices for ``route_``'s model (its own map, or the config's); registers an unknown
+    ``api_base`` model with litellm on first use."""
     key = (route_.litellm_model, route_.input_cost_per_token, route_.output_cost_per_token)
     with _lock:
         found = _known.get(key)
@@ -39,19 +30,19 @@ def pricing(route_: Route) -> Pricing:
         return found
 
 
-def _resolve(route_: Route) -> Pricing:
+def _resolve(route_: Route) -> bool:
     given = route_.input_cost_per_token is not None or route_.output_cost_per_token is not None
     if not given and _litellm_knows(route_.litellm_model):
-        return Pricing(priced=True)
+        return True
     if not route_.api_base and not given:
-        return Pricing(priced=False)  # a provider model litellm cannot price: leave its lookups alone
+        return False  # a provider model litellm cannot price: leave its lookups alone
     provider = route_.litellm_model.split("/", 1)[0]
     entry: dict[str, Any] = {"litellm_provider": provider, "mode": "chat"}
     if given:
         entry["input_cost_per_token"] = route_.input_cost_per_token or 0.0
         entry["output_cost_per_token"] = route_.output_cost_per_token or 0.0
     litellm.register_model({route_.litellm_model: entry})
-    return Pricing(priced=given)
+    return given
 
 
 def _litellm_knows(litellm_model: str) -> bool:
@@ -62,13 +53,12 @@ def _litellm_knows(litellm_model: str) -> bool:
     return info.get("input_cost_per_token") is not None
 
 
-def response_cost(route_: Route, response: Any) -> float | None:
-    """The USD cost of ``response``: litellm's own figure from the call when it made one, None when unpriced."""
-    if route_.scripted:
-        return None
+def response_cost(route_: Route, response: Any, *, priced: bool) -> float | None:
+    """The USD cost of ``response``: litellm's own figure from the call when it made one, None when unpriced
+    (``priced`` is :func:`is_priced` of the route, False for scripted models); 0 for a local model."""
     if route_.local and route_.input_cost_per_token is None and route_.output_cost_per_token is None:
         return 0.0
-    if not pricing(route_).priced:
+    if not priced:
         return None
     hidden = getattr(response, "_hidden_params", None) or {}
     cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
