@@ -12,8 +12,9 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from typing import Any
+from typing import IO, Any
 
 REPLY = "ecdysis.bench.replies:reply"
 MODELS = ("task-gold", "task-repeat", "user", "diagnoser", "coder")
@@ -29,6 +30,7 @@ class LatencyServer:
         self.reply = reply
         self.process: subprocess.Popen[str] | None = None
         self.port = 0
+        self._log: IO[str] | None = None
 
     @property
     def api_base(self) -> str:
@@ -46,16 +48,27 @@ class LatencyServer:
     def start(self) -> LatencyServer:
         per_model = [arg for name, seconds in sorted(self.model_latency_s.items())
                      for arg in ("--model-latency", f"{name}={seconds}")]
+        self._log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (kept open while the server runs; closed in stop)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ecdysis.bench.stub", "--latency", str(self.latency_s), "--reply", self.reply,
-             *per_model], stdout=subprocess.PIPE, text=True)
+             *per_model], stdout=subprocess.PIPE, stderr=self._log, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line.startswith("port "):
+            said = self.log_tail()
             self.stop()
-            raise RuntimeError(f"latency server did not start (said {line!r})")
+            raise RuntimeError(f"latency server did not start (said {line!r}; its stderr: {said})")
         self.port = int(line.split()[1])
         return self
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of the server's stderr: its start-up errors and the traceback of every connection that ended
+        without a reply (what a client reports as "Connection error")."""
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read()[-chars:]
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -65,6 +78,9 @@ class LatencyServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def __enter__(self) -> LatencyServer:
         return self.start()
@@ -86,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     per_model = {name: float(seconds) for name, _, seconds in (item.partition("=") for item in args.model_latency)}
     known_tasks("airline")  # build the task index before the first request
-    server = StubServer(args.reply, latency_s=args.latency, model_latency_s=per_model).start()
+    server = StubServer(args.reply, latency_s=args.latency, model_latency_s=per_model, error_log=sys.stderr).start()
     print(f"port {server.port}", flush=True)
     parent = os.getppid()
     try:

@@ -37,6 +37,10 @@ class Sizes:
     episodes_per_slot: int = 4
     tau2_concurrency: int = 32
     tau2_episodes: int = 96
+    tau2_low_latency_s: float | None = 0.5
+    """A second side-by-side at this per-call latency, beside the one at ``rollout_latency_s``: at 2 s the LLM-bound
+    ideal of these tasks (~145 episodes/min at 32) caps any runner at ~3.9× τ²'s CPU-bound rate, so the runners'
+    own speeds only show where the ideal is far above both. None: only the first."""
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
     docker_cpu_episodes: int = 32
@@ -44,7 +48,8 @@ class Sizes:
 
 FULL = Sizes()
 QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14"), train_rounds=2, rollout_latency_s=0.1,
-              concurrencies=(1, 4), episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4, sandbox_n=3,
+              concurrencies=(1, 4), episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4, tau2_low_latency_s=None,
+              sandbox_n=3,
               sandbox_concurrent=2, docker_cpu_episodes=4)
 
 
@@ -91,15 +96,22 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
 
 
 def _tau2_side_by_side(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
-    """Our rollouts and ``tau2 run``: same tasks, same latency server, same concurrency and episode count."""
+    """Our rollouts and ``tau2 run``: same tasks, same latency server, same concurrency and episode count; once at
+    the rollout latency and once at ``tau2_low_latency_s``."""
     from ecdysis.bench import rollout_bench, tau2_bench
     from ecdysis.bench.stub import LatencyServer
 
-    with LatencyServer(sizes.rollout_latency_s) as server:
-        ours = rollout_bench.run_batch(server, sizes.tau2_concurrency, sizes.tau2_episodes, tasks=tasks)
-        theirs = tau2_bench.run(sizes.rollout_latency_s, tasks=tasks, episodes=sizes.tau2_episodes,
-                                concurrency=sizes.tau2_concurrency, server=server)
-    return {"latency_s": sizes.rollout_latency_s, "tasks": tasks, "ours": ours, "tau2": theirs}
+    latencies = [sizes.rollout_latency_s]
+    if sizes.tau2_low_latency_s is not None and sizes.tau2_low_latency_s != sizes.rollout_latency_s:
+        latencies.append(sizes.tau2_low_latency_s)
+    runs = []
+    for latency in latencies:
+        with LatencyServer(latency) as server:
+            ours = rollout_bench.run_batch(server, sizes.tau2_concurrency, sizes.tau2_episodes, tasks=tasks)
+            theirs = tau2_bench.run(latency, tasks=tasks, episodes=sizes.tau2_episodes,
+                                    concurrency=sizes.tau2_concurrency, server=server)
+        runs.append({"latency_s": latency, "ours": ours, "tau2": theirs})
+    return {"tasks": tasks, "runs": runs}
 
 
 def _docker_cpu(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:

@@ -74,7 +74,8 @@ def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int =
                                        timeout_s)
             saved = results / "bench.json"
             if rc != 0 or not saved.exists():
-                return {"ok": False, "reason": f"tau2 run exited {rc}: {tail[-1500:]}", "wall_s": wall}
+                return {"ok": False, "reason": f"tau2 run exited {rc}: {tail[-1500:]}", "wall_s": wall,
+                        "server_log": server.log_tail()}
             data = json.loads(saved.read_text())
     finally:
         if owned:

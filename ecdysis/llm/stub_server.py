@@ -15,10 +15,11 @@ import json
 import random
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TextIO
 
 ReplyFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]], Any]
 
@@ -48,13 +49,15 @@ class StubServer:
             chat turn.
         prompt_tokens / completion_tokens: fixed usage figures; None counts words.
         cached_tokens: reported as ``usage.prompt_tokens_details.cached_tokens``.
+        error_log: where a request handler's unexpected exception is written (its traceback) as it happens;
+            they are also kept in :attr:`handler_errors` either way.
     """
 
     def __init__(self, reply: ReplyFn | str | None = None, *, failure_rate: float = 0.0,
                  fail_statuses: Sequence[int] = (429, 500), seed: int = 0, latency_s: float = 0.0,
                  model_latency_s: dict[str, float] | None = None,
                  prompt_tokens: int | None = None, completion_tokens: int | None = None,
-                 cached_tokens: int = 0) -> None:
+                 cached_tokens: int = 0, error_log: TextIO | None = None) -> None:
         if not 0.0 <= failure_rate <= 1.0:
             raise ValueError(f"failure_rate must be within [0, 1], got {failure_rate}")
         if isinstance(reply, str):
@@ -75,6 +78,9 @@ class StubServer:
         self.in_flight = 0
         self.max_in_flight = 0
         """Most chat requests served at the same time (checks client-side concurrency limits)."""
+        self.handler_errors: list[str] = []
+        """Tracebacks of exceptions that ended a connection without a reply (a client that hung up included)."""
+        self.error_log = error_log
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -95,6 +101,7 @@ class StubServer:
         """Bind a free loopback port and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"stub": self})
         self._server = _QuietServer(("127.0.0.1", 0), handler)
+        self._server.stub = self
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-llm", daemon=True)
         self._thread.start()
@@ -124,6 +131,15 @@ class StubServer:
             key = status or 200
             self.status_counts[key] = self.status_counts.get(key, 0) + 1
             return status
+
+    def record_handler_error(self, text: str, client_address: object) -> None:
+        """Keep (the last 50) and log why a connection ended without a reply."""
+        with self._lock:
+            self.handler_errors.append(text)
+            del self.handler_errors[:-50]
+        if self.error_log is not None:
+            print(f"{time.strftime('%H:%M:%S')} handler error from {client_address}:\n{text}", file=self.error_log,
+                  flush=True)
 
     def latency_for(self, model: object) -> float:
         """The delay of a request for ``model``."""
@@ -164,10 +180,12 @@ class _QuietServer(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: a burst of new connections (another runner opening 32 at once)
     # overflowed it and clients saw "Connection error".
     request_queue_size = 256
+    stub: StubServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # clients that gave up (timeouts) close the socket mid-reply; that is expected here
-        pass
+        # clients that gave up (timeouts) close the socket mid-reply, which is expected; but the client of a
+        # connection that ends here for another reason sees only "Connection error", so keep the why
+        self.stub.record_handler_error(traceback.format_exc(limit=8), client_address)
 
 
 def _tool_calls(reply: dict[str, Any]) -> dict[str, Any]:
@@ -202,9 +220,32 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-    def do_POST(self) -> None:
+    def _read_body(self) -> bytes | None:
+        """The request body (by Content-Length, or chunked); None when the client hung up before sending it all."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks: list[bytes] = []
+            while True:
+                size_line = self.rfile.readline(1024)
+                if not size_line:
+                    return None
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                chunk = self.rfile.read(size + 2)  # the chunk and its CRLF
+                if len(chunk) < size + 2:
+                    return None
+                if size == 0:
+                    return b"".join(chunks)
+                chunks.append(chunk[:size])
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        return raw if len(raw) == length else None
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        if raw is None:
+            self.close_connection = True
+            self.stub.record_handler_error("the client closed the connection before its request body had arrived; "
+                                           f"headers: {dict(self.headers)}", self.client_address)
+            return
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return

@@ -69,11 +69,13 @@ def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:
 
 def test_tau2_runner_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     fig = _figures(quick, "tau2")
-    theirs = fig["tau2"]
-    assert theirs["ok"], theirs.get("reason")
-    assert theirs["simulations"] == fig["ours"]["episodes"]
+    assert [run["latency_s"] for run in fig["runs"]] == [0.1]  # --quick runs the rollout latency only
+    run = fig["runs"][0]
+    theirs = run["tau2"]
+    assert theirs["ok"], (theirs.get("reason"), theirs.get("server_log"))
+    assert theirs["simulations"] == run["ours"]["episodes"]
     assert theirs["mean_reward"] == 1.0  # the same scripted replies solve the tasks under τ²'s runner too
-    assert _positive(theirs["sims_per_min"]) and _positive(fig["ours"]["episodes_per_min"])
+    assert _positive(theirs["sims_per_min"]) and _positive(run["ours"]["episodes_per_min"])
 
 
 def test_sandbox_and_cpu_figures(quick: tuple[int, dict[str, Any], str]) -> None:

@@ -137,3 +137,50 @@ def test_the_stub_accepts_a_burst_of_new_connections() -> None:
         for thread in threads:
             thread.join()
     assert statuses == [200] * 150
+
+
+def test_a_connection_that_ends_without_a_reply_is_logged_with_its_cause() -> None:
+    """A client sees only "Connection error" when the stub drops a connection; the stub keeps the traceback."""
+    import io
+    import json
+    import socket
+    import struct
+    import time
+
+    log = io.StringIO()
+    with StubServer(latency_s=0.3, error_log=log) as stub:
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        client = socket.create_connection(("127.0.0.1", stub.port))
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # a reset while the stub waits out its latency: its reply has nowhere to go
+        deadline = time.monotonic() + 10
+        while not stub.handler_errors and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert stub.handler_errors, "the dropped connection left no trace"
+    assert any(name in stub.handler_errors[0] for name in ("ConnectionResetError", "BrokenPipeError"))
+    assert "handler error from" in log.getvalue()
+
+
+def test_a_chunked_body_is_read_and_a_cut_one_is_logged() -> None:
+    import http.client
+    import json
+    import socket
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    with StubServer() as stub:
+        connection = http.client.HTTPConnection("127.0.0.1", stub.port, timeout=10)
+        connection.request("POST", "/v1/chat/completions", body=iter([body[:10], body[10:]]),
+                           headers={"Content-Type": "application/json"}, encode_chunked=True)
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+        assert json.loads(response.read())["choices"][0]["message"]["content"] == "stub: hi"
+        client = socket.create_connection(("127.0.0.1", stub.port))
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"mo")
+        client.shutdown(socket.SHUT_WR)
+        assert client.recv(100) == b""  # no reply to half a request: the stub just closes
+        client.close()
+    assert stub.requests == 1
+    assert "before its request body had arrived" in stub.handler_errors[-1]
+    assert "Content-Length" in stub.handler_errors[-1]
