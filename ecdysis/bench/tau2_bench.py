@@ -77,6 +77,7 @@ def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int =
                 return {"ok": False, "reason": f"tau2 run exited {rc}: {tail[-1500:]}", "wall_s": wall,
                         "server_log": server.log_tail()}
             data = json.loads(saved.read_text())
+            dropped = server.log_tail(1_000_000).count("handler error from")
     finally:
         if owned:
             server.stop()
@@ -103,4 +104,5 @@ def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int =
         "cpu_s_per_sim": (cpu - one_cpu) / (n - 1) if rc0 == 0 and n > 1 else None,
         "mean_messages": sum(calls) / n if n else 0.0,
         "terminations": sorted({str(s.get("termination_reason")) for s in sims}),
+        "server_dropped_connections": dropped,
     }
