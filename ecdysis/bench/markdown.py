@@ -119,7 +119,8 @@ def _tau2(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
              f"{first['episodes']} episodes at concurrency {first['concurrency']}, each runner on its own. Ours: "
              "`RolloutPool` with process sandboxes (the same path `run_eval` takes). τ²: `tau2 run` CLI in a child "
              "process, its agent and user LLMs `openai/task-gold` and `openai/user` with `api_base` in "
-             "`--agent-llm-args`/`--user-llm-args`. *Ceiling*: the LLM-bound ideal ÷ τ²'s rate, the most any "
+             "`--agent-llm-args`/`--user-llm-args` and its default `--max-retries` (3 litellm retries per call, as "
+             "its users run it; ours runs with no retry). *Ceiling*: the LLM-bound ideal ÷ τ²'s rate, the most any "
              "runner could reach at that latency; a run whose ceiling is under 5× cannot show the target either "
              "way, so the verdict is taken on the runs whose ceiling is at least 5×.", "",
              "| latency s | runner | simulations | span s | batch simulations/min | steady simulations/min | "
@@ -133,9 +134,11 @@ def _tau2(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
                      f"{_f(ours['mean_reward'])} | {_f(ours['cpu_s_per_rollout'], 3)} |")
         if not theirs.get("ok"):
             lines.append(f"| {latency} | tau2 run | failed | | | | | |")
+            causes = "".join(f"\n  - `{line}`" for line in theirs.get("errors_in_log") or [])
             summary.append(f"- {latency} s: τ²'s runner could not be driven against the stub: {theirs.get('reason')}"
+                           + (f"\n\n  Exceptions in τ²'s log, in order:{causes}" if causes else "")
                            + (f"\n\n  Latency server's log:\n\n```\n{theirs['server_log']}\n```"
-                              if theirs.get("server_log") else ""))
+                              if theirs.get("server_log") else "\n\n  The latency server dropped no connection."))
             continue
         lines.append(f"| {latency} | tau2 run | {theirs['simulations']} | {_f(theirs['span_s'], 1)} | "
                      f"{_f(theirs['sims_per_min'], 1)} | {_f(theirs.get('steady_episodes_per_min'), 1)} | "
@@ -147,7 +150,9 @@ def _tau2(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
         summary.append(f"- {latency} s per call: ecdysis ÷ tau2 simulations/min **{_f(steady)}×** steady state "
                        f"(ceiling {_f(ceiling, 1)}×), {_f(batch)}× over the whole batch; ours at "
                        f"{_pct(ours.get('steady_efficiency'))} of the LLM-bound ideal in the steady state, "
-                       f"{_pct(ours['efficiency'])} over the batch.")
+                       f"{_pct(ours['efficiency'])} over the batch. LLM requests served: ours {ours['llm_calls']}, "
+                       f"τ²'s {_f(theirs.get('server_requests'))}; connections the server dropped during τ²'s run: "
+                       f"{_f(theirs.get('server_dropped_connections'))}.")
     lines += ["", *summary, "", "The steady window is the same rule for both runners: first completion to last start."]
     return lines, (min(judged) >= 5) if judged else None
 

@@ -61,6 +61,15 @@ class LatencyServer:
         self.port = int(line.split()[1])
         return self
 
+    def stats(self) -> dict[str, Any]:
+        """The server's counters (:meth:`ecdysis.llm.StubServer.stats`)."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as response:
+            stats: dict[str, Any] = json.loads(response.read())
+        return stats
+
     def log_tail(self, chars: int = 3000) -> str:
         """The end of the server's stderr: its start-up errors and the traceback of every connection that ended
         without a reply (what a client reports as "Connection error")."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,13 +31,20 @@ def _tau2_command(server: LatencyServer, tasks: list[str], trials: int, concurre
     command = [str(Path(sys.executable).with_name("tau2")), "run", "--domain", "airline",
                "--agent-llm", "openai/task-gold", "--agent-llm-args", json.dumps(agent_args),
                "--user-llm", "openai/user", "--user-llm-args", json.dumps(user_args),
-               "--num-trials", str(trials), "--max-concurrency", str(concurrency), "--max-retries", "0",
+               "--num-trials", str(trials), "--max-concurrency", str(concurrency),
                "--results-dir", str(results), "--save-to", name, "--log-level", "ERROR"]
     return [*command, "--task-ids", *tasks]
 
 
+def _exception_lines(log: str) -> list[str]:
+    """Each distinct ``SomeError: message`` line of a log, in order: the chained causes behind a client's
+    "Connection error" (httpx, the OS) that the last traceback alone does not show."""
+    found = re.findall(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\w*: .{0,300})$", log, flags=re.MULTILINE)
+    return list(dict.fromkeys(line.strip() for line in found))[:20]
+
+
 def _run(command: list[str], timeout_s: float) -> tuple[int, float, float, str]:
-    """Exit status, wall seconds, CPU seconds (the process and its reaped children) and the output tail."""
+    """Exit status, wall seconds, CPU seconds (the process and its reaped children) and its whole output."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     with tempfile.TemporaryFile("w+") as log:
         started = time.perf_counter()
@@ -54,8 +62,8 @@ def _run(command: list[str], timeout_s: float) -> tuple[int, float, float, str]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - started
         log.seek(0)
-        tail = log.read()[-3000:]
-    return proc.returncode, wall, usage.ru_utime + usage.ru_stime, tail
+        output = log.read()
+    return proc.returncode, wall, usage.ru_utime + usage.ru_stime, output
 
 
 def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int = 32,
@@ -70,14 +78,15 @@ def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int =
         with tempfile.TemporaryDirectory(prefix="ecdysis-bench-tau2-") as folder:
             results = Path(folder)
             rc0, _, one_cpu, _ = _run(_tau2_command(server, tasks[:1], 1, concurrency, results, "one"), timeout_s)
-            rc, wall, cpu, tail = _run(_tau2_command(server, tasks, trials, concurrency, results, "bench"),
-                                       timeout_s)
+            before = server.stats()
+            rc, wall, cpu, log = _run(_tau2_command(server, tasks, trials, concurrency, results, "bench"),
+                                      timeout_s)
+            after = server.stats()
             saved = results / "bench.json"
             if rc != 0 or not saved.exists():
-                return {"ok": False, "reason": f"tau2 run exited {rc}: {tail[-1500:]}", "wall_s": wall,
-                        "server_log": server.log_tail()}
+                return {"ok": False, "reason": f"tau2 run exited {rc}: {log[-1500:]}", "wall_s": wall,
+                        "errors_in_log": _exception_lines(log), "server_log": server.log_tail()}
             data = json.loads(saved.read_text())
-            dropped = server.log_tail(1_000_000).count("handler error from")
     finally:
         if owned:
             server.stop()
@@ -104,5 +113,6 @@ def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int =
         "cpu_s_per_sim": (cpu - one_cpu) / (n - 1) if rc0 == 0 and n > 1 else None,
         "mean_messages": sum(calls) / n if n else 0.0,
         "terminations": sorted({str(s.get("termination_reason")) for s in sims}),
-        "server_dropped_connections": dropped,
+        "server_requests": after["requests"] - before["requests"],
+        "server_dropped_connections": after["dropped_connections"] - before["dropped_connections"],
     }

@@ -1,8 +1,8 @@
 """A loopback OpenAI-compatible chat server for fault-injection tests and benchmarks (stdlib only).
 
-Serves ``POST /v1/chat/completions`` and ``GET /v1/models``. Replies come from a callable with the
-:class:`ecdysis.protocols.ScriptedModelFn` signature (or a ``"module:function"`` name of one); failures are injected
-deterministically from a seed, in request-arrival order. Example::
+Serves ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /stats`` (its counters). Replies come from a
+callable with the :class:`ecdysis.protocols.ScriptedModelFn` signature (or a ``"module:function"`` name of one);
+failures are injected deterministically from a seed, in request-arrival order. Example::
 
     with StubServer(failure_rate=0.3, seed=7) as stub:
         gateway.complete("openai/stub", messages, role=Role.TASK)  # with models={"openai/stub": {"api_base": ...}}
@@ -80,6 +80,7 @@ class StubServer:
         """Most chat requests served at the same time (checks client-side concurrency limits)."""
         self.handler_errors: list[str] = []
         """Tracebacks of exceptions that ended a connection without a reply (a client that hung up included)."""
+        self.dropped_connections = 0
         self.error_log = error_log
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -132,9 +133,16 @@ class StubServer:
             self.status_counts[key] = self.status_counts.get(key, 0) + 1
             return status
 
+    def stats(self) -> dict[str, Any]:
+        """Counters so far (also served at ``GET /stats``): chat requests, injected failures, connections dropped."""
+        with self._lock:
+            return {"requests": self.requests, "failures": self.failures, "max_in_flight": self.max_in_flight,
+                    "dropped_connections": self.dropped_connections}
+
     def record_handler_error(self, text: str, client_address: object) -> None:
         """Keep (the last 50) and log why a connection ended without a reply."""
         with self._lock:
+            self.dropped_connections += 1
             self.handler_errors.append(text)
             del self.handler_errors[:-50]
         if self.error_log is not None:
@@ -217,6 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send(200, {"object": "list", "data": [{"id": "stub", "object": "model"}]})
+        elif self.path.rstrip("/") == "/stats":
+            self._send(200, self.stub.stats())
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 

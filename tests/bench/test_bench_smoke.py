@@ -76,6 +76,8 @@ def test_tau2_runner_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     assert theirs["simulations"] == run["ours"]["episodes"]
     assert theirs["mean_reward"] == 1.0  # the same scripted replies solve the tasks under τ²'s runner too
     assert _positive(theirs["sims_per_min"]) and _positive(run["ours"]["episodes_per_min"])
+    assert theirs["server_requests"] >= theirs["simulations"]  # counted by the latency server itself
+    assert theirs["server_dropped_connections"] == 0
 
 
 def test_sandbox_and_cpu_figures(quick: tuple[int, dict[str, Any], str]) -> None:

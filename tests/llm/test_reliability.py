@@ -184,3 +184,19 @@ def test_a_chunked_body_is_read_and_a_cut_one_is_logged() -> None:
     assert stub.requests == 1
     assert "before its request body had arrived" in stub.handler_errors[-1]
     assert "Content-Length" in stub.handler_errors[-1]
+
+
+def test_the_stub_serves_its_counters() -> None:
+    import json
+    import urllib.request
+
+    with StubServer(failure_rate=1.0, fail_statuses=(503,)) as stub:
+        request = urllib.request.Request(f"{stub.api_base}/chat/completions", method="POST",
+                                         data=json.dumps({"model": "m", "messages": []}).encode())
+        try:
+            urllib.request.urlopen(request, timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+        with urllib.request.urlopen(f"http://127.0.0.1:{stub.port}/stats", timeout=10) as response:
+            stats = json.loads(response.read())
+    assert stats == {"requests": 1, "failures": 1, "max_in_flight": 1, "dropped_connections": 0}
