@@ -49,8 +49,7 @@ class Sizes:
 FULL = Sizes()
 QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14"), train_rounds=2, rollout_latency_s=0.1,
               concurrencies=(1, 4), episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4, tau2_low_latency_s=None,
-              sandbox_n=3,
-              sandbox_concurrent=2, docker_cpu_episodes=4)
+              sandbox_n=3, sandbox_concurrent=2, docker_cpu_episodes=4)
 
 
 def machine() -> dict[str, Any]:
