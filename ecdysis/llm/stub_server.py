@@ -100,8 +100,7 @@ class StubServer:
 
     def start(self) -> StubServer:
         """Bind a free loopback port and serve in a daemon thread."""
-        handler = type("Handler", (_Handler,), {"stub": self})
-        self._server = _QuietServer(("127.0.0.1", 0), handler)
+        self._server = _QuietServer(("127.0.0.1", 0), _Handler)
         self._server.stub = self
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-llm", daemon=True)
@@ -207,9 +206,13 @@ def _tool_calls(reply: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    stub: StubServer
+    server: _QuietServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in two writes: Nagle held the body ~40 ms
+
+    @property
+    def stub(self) -> StubServer:
+        return self.server.stub
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
