@@ -33,9 +33,10 @@ def _failed(name: str, section: dict[str, Any]) -> list[str]:
 def _training(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     rows, ratios = fig["rows"], fig["ratios"]
     profile = fig.get("latency_profile_s") or {}
-    per_role = ", ".join(f"`{name}` {seconds:g} s" for name, seconds in profile.items())
-    lines = [f"Per-call latency by model: {per_role or str(fig['latency_s']) + ' s'} (a diagnosis or FDCR call 10×, "
-             "a coding-agent turn 5× a rollout turn: see `ecdysis.bench.training_bench`). Airline tasks "
+    turn = fig["latency_s"]
+    per_role = ", ".join(f"`{name}` {seconds:g} s ({seconds / turn:g}×)" for name, seconds in profile.items())
+    lines = [f"Per-call latency by model: {per_role or str(fig['latency_s']) + ' s'} (multiples of a rollout turn; "
+             "the FDCR roles take the diagnoser's: see `ecdysis.bench.training_bench`). Airline tasks "
              f"{', '.join(fig['tasks'])} (a seeded draw of τ²'s training split, as a run draws them), at most "
              f"{fig['max_rounds']} rounds, {fig['sandbox']} sandboxes. Task model `repeat_write_agent`, user "
              "`scripted_user`, diagnoser/FDCR roles and coder scripted — all served by the latency server.", "",

@@ -37,6 +37,7 @@ MODIFICATION_ROLES = ("diagnoser", "analyst", "critic", "engineer", "moderator",
 LATENCY_PROFILE = {"task-repeat": 1.0, "user": 1.0, "diagnoser": 10.0, "coder": 5.0}
 """Per-call latency of each latency-server model, as a multiple of the rollout turn's latency."""
 PAPER_TRAINING_TASKS = 20
+ROLLOUT_WORKERS = 2
 
 
 def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: str, *, max_rounds: int = 3,
@@ -44,7 +45,7 @@ def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: 
     """The run config of one method: every model is ``openai/<role>`` on the latency server."""
     from ecdysis.config import parse_config
 
-    per_worker = max(1, -(-concurrency // 2))  # two workers; the warm pool matches each one's episodes
+    per_worker = max(1, -(-concurrency // ROLLOUT_WORKERS))  # the warm pool matches each worker's episodes
     return parse_config({
         "run_name": f"bench-{method}", "storage": {"uri": store_uri},
         "benchmark": {"domain": "airline", "task_ids": tasks, "trials": 1},
@@ -53,7 +54,7 @@ def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: 
         "training": {"method": method, "max_rounds": max_rounds},
         "sandbox": {"type": sandbox, "warm_pool": per_worker},
         "llm": {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()},
-        "rollouts": {"workers": 2, "episodes_per_worker": per_worker, "max_steps": 30,
+        "rollouts": {"workers": ROLLOUT_WORKERS, "episodes_per_worker": per_worker, "max_steps": 30,
                      "wall_clock_s": 300.0, "max_attempts": 1},
     }, source="bench")
 
