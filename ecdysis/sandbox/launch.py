@@ -29,6 +29,7 @@ def command(python: str, spec: dict[str, Any], *argv: str) -> list[str]:
     """The host's command line that confines a child by ``spec`` and then runs ``argv`` in it."""
     return [python, "-I", "-S", "-B", LAUNCHER_PATH, json.dumps(spec), "--", *argv]
 
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
