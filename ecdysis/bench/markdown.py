@@ -30,45 +30,72 @@ def _failed(name: str, section: dict[str, Any]) -> list[str]:
     return [f"Section failed after {section['seconds']:.0f} s:", "", "```", section["error"].strip(), "```", ""]
 
 
+WORKLOAD_TEXT = {
+    "mixed": "task model `quirky_agent`: the recurring repeated-write flaw on every task plus a slip on a fixed third "
+             "of the tasks (a left-out write, or an unrequested certificate) that no edit here fixes, so about half "
+             "the tasks fail and the slips stay failures in later rounds, as with the paper's provider models",
+    "recurring": "task model `repeat_write_agent`: the recurring repeated-write flaw alone, fixed in round 0",
+}
+
+
 def _training(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
-    rows, ratios = fig["rows"], fig["ratios"]
     profile = fig.get("latency_profile_s") or {}
     turn = fig["latency_s"]
     per_role = ", ".join(f"`{name}` {seconds:g} s ({seconds / turn:g}×)" for name, seconds in profile.items())
+    judged = fig.get("judged_workload")
     lines = [f"Per-call latency by model: {per_role or str(fig['latency_s']) + ' s'} (multiples of a rollout turn; "
              "the FDCR roles take the diagnoser's: see `ecdysis.bench.training_bench`). Airline tasks "
              f"{', '.join(fig['tasks'])} (a seeded draw of τ²'s training split, as a run draws them), at most "
-             f"{fig['max_rounds']} rounds, {fig['sandbox']} sandboxes. Task model `repeat_write_agent`, user "
-             "`scripted_user`, diagnoser/FDCR roles and coder scripted — all served by the latency server.", "",
+             f"{fig['max_rounds']} rounds, {fig['sandbox']} sandboxes. User `scripted_user`, diagnoser/FDCR roles "
+             "and coder scripted (the coder fixes the repeated-write flaw, nothing else) — all served by the latency "
+             f"server. The target is judged on the `{judged}` workload.", ""]
+    ok = None
+    summary: list[str] = []
+    for workload, result in fig["workloads"].items():
+        lines += _training_table(workload, result)
+        speedup = result["ratios"].get("se", {}).get("wall_vs_ecdysis")
+        if speedup is None or "ecdysis" not in result["rows"]:
+            continue
+        if workload == judged:
+            ok = speedup >= 2.5
+        summary.append(f"- `{workload}`{' (judged)' if workload == judged else ''}: se ÷ ecdysis wall clock "
+                       f"**{speedup:.2f}×**{_modification_ratio(result['rows'])}.")
+    lines += [*summary, "", "The rollout phases are the same work for every method of a workload."]
+    return lines, ok
+
+
+def _training_table(workload: str, result: dict[str, Any]) -> list[str]:
+    rows, ratios = result["rows"], result["ratios"]
+    lines = [f"**`{workload}`** ({WORKLOAD_TEXT.get(workload, result['task_model'])}):", "",
              "| method | wall s | wall ÷ ecdysis | modification calls | ÷ ecdysis | rollout LLM calls | rounds | "
-             "failures per round | train score | harness changed |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+             "failures per round | train score (first → last) | harness changed | episodes lost |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]
     for method, row in rows.items():
         r = ratios.get(method, {})
         lines.append(f"| `{method}` | {_f(row['wall_s'], 1)} | {_f(r.get('wall_vs_ecdysis'))}× | "
                      f"{row['modification_calls']} | {_f(r.get('modification_calls_vs_ecdysis'))}× | "
                      f"{row['rollout_calls']} | {row['rounds']} | {row['failures']} | "
-                     f"{_f(row['final_train_score'])} | {row['changed_harness']} |")
-    lines.append("")
-    lines.append("Wall seconds by phase (all rounds): " + "; ".join(
+                     f"{_f(row['initial_score'])} → {_f(row['final_train_score'])} | {row['changed_harness']} | "
+                     f"{row.get('infrastructure_endings', '–')} |")
+    lines += ["", "Wall seconds by phase (all rounds): " + "; ".join(
         f"`{m}` " + ", ".join(f"{k} {v:.1f}" for k, v in row.get("phase_wall_s", {}).items())
-        for m, row in rows.items()))
-    lines.append("")
-    lines.append("Calls by role: " + "; ".join(
-        f"`{m}` " + ", ".join(f"{k}={v}" for k, v in row["calls_by_role"].items()) for m, row in rows.items()))
-    ok = None
-    if "se" in ratios and "ecdysis" in rows:
-        speedup = ratios["se"]["wall_vs_ecdysis"]
-        ok = speedup >= 2.5
-        lines += ["", f"se ÷ ecdysis wall clock: **{speedup:.2f}×**."]
-        mod = {m: sum(v for k, v in rows[m].get("phase_wall_s", {}).items() if k in ("diagnosis", "coding",
-                                                                                     "validation"))
-               for m in ("se", "ecdysis")}
-        if mod["ecdysis"] > 0:
-            lines.append(f"se ÷ ecdysis wall clock of the modification phases alone (diagnosis + coding + "
-                         f"validation): **{mod['se'] / mod['ecdysis']:.2f}×** ({mod['se']:.1f} s vs "
-                         f"{mod['ecdysis']:.1f} s); the rollout phases are the same work for every method.")
-    return lines, ok
+        for m, row in rows.items()), "", "Calls by role: " + "; ".join(
+        f"`{m}` " + ", ".join(f"{k}={v}" for k, v in row["calls_by_role"].items()) for m, row in rows.items())]
+    errors = sorted({e for row in rows.values() for e in row.get("infrastructure_errors") or []})
+    if errors:
+        lines.append("Episodes lost to infrastructure faults (excluded from scores): "
+                     + "; ".join(f"`{e.strip().splitlines()[-1]}`" for e in errors))
+    return [*lines, ""]
+
+
+def _modification_ratio(rows: dict[str, Any]) -> str:
+    """se ÷ ecdysis over the modification phases alone, as a clause of the summary line."""
+    mod = {m: sum(v for k, v in rows[m].get("phase_wall_s", {}).items() if k in ("diagnosis", "coding", "validation"))
+           for m in ("se", "ecdysis") if m in rows}
+    if not mod.get("ecdysis") or "se" not in mod:
+        return ""
+    return (f"; modification phases alone (diagnosis + coding + validation) **{mod['se'] / mod['ecdysis']:.2f}×** "
+            f"({mod['se']:.1f} s vs {mod['ecdysis']:.1f} s)")
 
 
 def _pct(value: float | None) -> str:

@@ -7,6 +7,7 @@ request's model name and, for τ² roles, finds the task from the conversation i
 |-----------------|------------------------------|------------------------------------------------------------------|
 | ``task-gold``   | task model, solves the task  | :func:`ecdysis.tau.scripted.gold_agent`                          |
 | ``task-repeat`` | task model, recurring flaw   | :func:`ecdysis.tau.scripted.repeat_write_agent`                  |
+| ``task-quirky`` | task model, flaw and slips   | :func:`ecdysis.tau.scripted.quirky_agent`                        |
 | ``user``        | user simulator               | :func:`ecdysis.tau.scripted.scripted_user`                       |
 | ``diagnoser``   | diagnosis, FDCR roles        | :func:`ecdysis.evolution.scripted.diagnoser`, ``fdcr.scripted``  |
 | ``coder``       | coding agent                 | :func:`ecdysis.evolution.scripted.coder`                         |
@@ -106,10 +107,13 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
         return tau.gold_agent(messages, tools, _task_context(messages, "task"))
     if model == "task-repeat":
         return tau.repeat_write_agent(messages, tools, _task_context(messages, "task"))
+    if model == "task-quirky":
+        return tau.quirky_agent(messages, tools, _task_context(messages, "task"))
     if model == "user":
         return tau.scripted_user(messages, tools, _task_context(messages, "user"))
     if model == "diagnoser":
         return _diagnoser(messages)
     if model == "coder":
         return evolution.coder(messages, tools, {})
-    raise ValueError(f"the bench stub serves task-gold, task-repeat, user, diagnoser and coder, not {model!r}")
+    raise ValueError(f"the bench stub serves task-gold, task-repeat, task-quirky, user, diagnoser and coder, "
+                     f"not {model!r}")

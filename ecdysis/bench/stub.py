@@ -17,7 +17,7 @@ import time
 from typing import IO, Any
 
 REPLY = "ecdysis.bench.replies:reply"
-MODELS = ("task-gold", "task-repeat", "user", "diagnoser", "coder")
+MODELS = ("task-gold", "task-repeat", "task-quirky", "user", "diagnoser", "coder")
 
 
 class LatencyServer:

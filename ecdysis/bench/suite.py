@@ -32,6 +32,8 @@ class Sizes:
     train_tasks: tuple[str, ...] = ()
     """Empty: a seeded draw of the paper's 20 airline training tasks (see ``training_bench.default_tasks``)."""
     train_rounds: int = 3
+    train_workloads: tuple[str, ...] = ("mixed", "recurring")
+    """Task models of section 1 (``training_bench.WORKLOADS``); the target is judged on ``mixed``."""
     rollout_latency_s: float = 2.0
     concurrencies: tuple[int, ...] = (1, 4, 16, 32)
     episodes_per_slot: int = 4
@@ -47,9 +49,9 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14"), train_rounds=2, rollout_latency_s=0.1,
-              concurrencies=(1, 4), episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4, tau2_low_latency_s=None,
-              sandbox_n=3, sandbox_concurrent=2, docker_cpu_episodes=4)
+QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14", "34"), train_rounds=2, train_workloads=("mixed",),
+              rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
+              tau2_low_latency_s=None, sandbox_n=3, sandbox_concurrent=2, docker_cpu_episodes=4)
 
 
 def machine() -> dict[str, Any]:
@@ -72,7 +74,8 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
     tasks = list(rollout_bench.DEFAULT_TASKS)
     jobs: dict[str, Callable[[], Any]] = {
         "training": lambda: training_bench.run(sizes.train_latency_s, tasks=list(sizes.train_tasks) or None,
-                                               max_rounds=sizes.train_rounds),
+                                               max_rounds=sizes.train_rounds,
+                                               workloads=sizes.train_workloads),
         "throughput": lambda: rollout_bench.throughput(sizes.rollout_latency_s, list(sizes.concurrencies),
                                                        tasks=tasks, episodes_per_slot=sizes.episodes_per_slot),
         "tau2": lambda: _tau2_side_by_side(sizes, tasks),

@@ -174,14 +174,23 @@ def _coder_step(messages: list[dict[str, Any]], path: str, edits: list[tuple[str
 def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> dict:
     """Implements what the scripted diagnoser asks for, unless the harness already has it: the over-refund rule
     (refund desk, ``harness.py``) or the repeated-write block (τ² ``human`` harness, ``loop.py``)."""
-    spec = _between(messages, "SPEC_JSON_BEGIN", "SPEC_JSON_END") or ""
+    asked = _asked_changes(_between(messages, "SPEC_JSON_BEGIN", "SPEC_JSON_END") or "")
     source = next((str(m.get("content")) for m in messages if m.get("role") == "tool"), "")
-    if REPEAT_HINT in spec:
+    if REPEAT_HINT in asked:
         wanted = REPEAT_MARKER not in source
         return _coder_step(messages, "loop.py", [(REPEAT_OLD, REPEAT_NEW), (REPEAT_OLD_2, REPEAT_NEW_2)]
                            if wanted else [])
-    wanted = "item price" in spec and FIX_MARKER not in source
+    wanted = "item price" in asked and FIX_MARKER not in source
     return _coder_step(messages, "harness.py", [("# RULES-END", FIX_RULE + "# RULES-END")] if wanted else [])
+
+
+def _asked_changes(spec_json: str) -> str:
+    """The descriptions of the spec's proposed changes (what the coder is asked to do, not what it must keep)."""
+    try:
+        changes = json.loads(spec_json).get("proposed_changes") or []
+    except (ValueError, AttributeError):
+        return spec_json
+    return "\n".join(str(change.get("description", "")) for change in changes if isinstance(change, dict))
 
 
 def coder_syntax_error(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

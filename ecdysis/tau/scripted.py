@@ -18,6 +18,12 @@ already in it, so they work under any harness that keeps the assistant's tool ca
   or repeat the same value, so the flaw shows mainly on airline. Fix: a validation rule that blocks a write
   call identical (name and arguments) to one already executed successfully in the episode. The seed ``human``
   harness deliberately lacks this rule, so an evolution run has something to discover.
+- :func:`quirky_agent`: a mix of failures closer to a provider model's (about half of the airline training tasks
+  fail). It has ``repeat_write_agent``'s recurring flaw everywhere and, on a fixed third of the tasks
+  (:func:`slips_on`, by a hash of the task id), also a slip: on a task with writes it leaves out the first gold
+  write (as ``skip_one_write_agent``); on a task without writes it sends the user an unrequested $100 certificate
+  (airline). The scripted diagnoser and coder fix only the recurring flaw, so slips stay failures in every round:
+  they stand for the model-specific failures a harness edit does not remove.
 
 User model (role ``user``):
 
@@ -27,12 +33,15 @@ User model (role ``user``):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
 
 from ecdysis.tau.domain import TauDomain
 
+Plan = list[tuple[str, dict[str, Any]]]
+"""Tool calls (name, arguments) in the order a scripted agent makes them."""
 STOP = "###STOP###"
 CLOSING = "Is there anything else I can help you with?"
 
@@ -93,22 +102,57 @@ def skip_one_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, A
                          context: dict[str, Any]) -> str | dict[str, Any]:
     """The gold agent without the first gold write action."""
     domain, plan, info = _gold_plan(context)
-    writes = [i for i, (name, _) in enumerate(plan) if domain.is_write(name)]
-    if writes:
-        plan = plan[: writes[0]] + plan[writes[0] + 1:]
-    return _plan_agent(messages, context, plan, info)
+    return _plan_agent(messages, context, _without_first_write(domain, plan), info)
 
 
 def repeat_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                        context: dict[str, Any]) -> str | dict[str, Any]:
     """The gold agent with a recurring flaw: every gold write is issued twice in a row (see the module doc)."""
     domain, plan, info = _gold_plan(context)
-    doubled: list[tuple[str, dict[str, Any]]] = []
+    return _plan_agent(messages, context, _with_writes_repeated(domain, plan), info)
+
+
+def _with_writes_repeated(domain: TauDomain, plan: Plan) -> Plan:
+    doubled: Plan = []
     for name, arguments in plan:
         doubled.append((name, arguments))
         if domain.is_write(name):
             doubled.append((name, arguments))
-    return _plan_agent(messages, context, doubled, info)
+    return doubled
+
+
+def _without_first_write(domain: TauDomain, plan: Plan) -> Plan:
+    writes = [i for i, (name, _) in enumerate(plan) if domain.is_write(name)]
+    return plan[: writes[0]] + plan[writes[0] + 1:] if writes else plan
+
+
+def slips_on(domain: str, task_id: str) -> bool:
+    """Whether :func:`quirky_agent` slips on this task: a fixed third of the tasks, by a hash of their id."""
+    digest = hashlib.sha256(f"{domain}:{task_id}".encode()).digest()
+    return digest[0] % 3 == 0
+
+
+def quirky_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 context: dict[str, Any]) -> str | dict[str, Any]:
+    """``repeat_write_agent``, which also slips on the tasks of :func:`slips_on` (see the module doc)."""
+    domain, plan, info = _gold_plan(context)
+    if slips_on(domain.name, str(context.get("task_id", ""))):
+        plan = _slip(domain, plan, context)
+    return _plan_agent(messages, context, _with_writes_repeated(domain, plan), info)
+
+
+_USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d+\b")
+SLIP_CERTIFICATE_USD = 100
+
+
+def _slip(domain: TauDomain, plan: Plan, context: dict[str, Any]) -> Plan:
+    if any(domain.is_write(name) for name, _ in plan):
+        return _without_first_write(domain, plan)
+    _, task = _task(context)
+    user = _USER_ID.search(str(task.user_scenario.instructions))
+    if "send_certificate" in domain.write_tools and user:
+        return [*plan, ("send_certificate", {"user_id": user.group(0), "amount": SLIP_CERTIFICATE_USD})]
+    return plan
 
 
 CONFIRM_WORDS = ("confirm", "(yes/no)", "shall i proceed", "do you want me to proceed")

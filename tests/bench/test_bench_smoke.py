@@ -44,15 +44,22 @@ def test_every_section_ran_and_the_report_names_them(quick: tuple[int, dict[str,
 
 def test_training_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     fig = _figures(quick, "training")
-    assert set(fig["rows"]) == {"ecdysis", "se", "ecdysis-fdcr"}
-    for method, row in fig["rows"].items():
+    assert fig["judged_workload"] == "mixed" and set(fig["workloads"]) == {"mixed"}  # --quick runs the judged one
+    mixed = fig["workloads"]["mixed"]
+    assert set(mixed["rows"]) == {"ecdysis", "se", "ecdysis-fdcr"}
+    for method, row in mixed["rows"].items():
         assert _positive(row["wall_s"]), method
         assert row["modification_calls"] > 0, method
-        assert row["final_train_score"] == 1.0, (method, row)  # the scripted fix repairs the recurring flaw
+        assert row["infrastructure_endings"] == 0, (method, row["infrastructure_errors"])
+        # tasks 7, 14 and 34: the recurring flaw fails all three; the scripted fix repairs 7 and 14, and 34's slip
+        # (an unrequested certificate) stays a failure in round 1, as every method sees it
+        assert row["failures"] == [3, 1], (method, row)
+        assert row["initial_score"] == 0.0 and abs(row["final_train_score"] - 2 / 3) < 1e-9, (method, row)
         assert row["changed_harness"], method
-    assert fig["ratios"]["ecdysis"]["wall_vs_ecdysis"] == 1.0
-    assert _positive(fig["ratios"]["se"]["wall_vs_ecdysis"])
-    assert fig["rows"]["ecdysis-fdcr"]["calls_by_role"].get("moderator", 0) >= 1
+    assert mixed["ratios"]["ecdysis"]["wall_vs_ecdysis"] == 1.0
+    assert _positive(mixed["ratios"]["se"]["wall_vs_ecdysis"])
+    assert mixed["rows"]["se"]["modification_calls"] > mixed["rows"]["ecdysis"]["modification_calls"]
+    assert mixed["rows"]["ecdysis-fdcr"]["calls_by_role"].get("moderator", 0) >= 1
 
 
 def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:

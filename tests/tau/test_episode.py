@@ -132,6 +132,24 @@ def test_repeat_write_flaw_costs_reward(backend: object, gateway: object) -> Non
         assert trajectory.reward == 0.0 and trajectory.reward_breakdown["DB"] == 0.0
 
 
+def test_quirky_agent_slips_on_a_fixed_third_of_the_tasks(backend: object, gateway: object) -> None:
+    """quirky_agent: the repeated-write flaw everywhere, plus a slip (a left-out write on a task with writes, an
+    unrequested certificate on one without) on the tasks ``slips_on`` picks."""
+    from ecdysis.tau.scripted import SLIP_CERTIFICATE_USD, slips_on
+
+    airline = list(TauDomain.load("airline").tasks)
+    assert 0.25 <= sum(slips_on("airline", t) for t in airline) / len(airline) <= 0.42
+    assert [slips_on("airline", t) for t in ("12", "27", "34")] == [False, True, True]
+    clean, skipped, certificate = run_many([request("airline", tid, "human", "quirky_agent")
+                                            for tid in ("12", "27", "34")], backend, gateway)
+    executed = {t.task.task_id: [(c.name, c.arguments) for c in t.tool_calls if c.executed]
+                for t in (clean, skipped, certificate)}
+    assert clean.reward == 1.0  # task 12's only write is idempotent: its repetition leaves the DB as gold
+    assert skipped.reward == 0.0 and "send_certificate" not in [name for name, _ in executed["27"]]
+    assert certificate.reward == 0.0 and certificate.reward_breakdown["DB"] == 0.0
+    assert [args["amount"] for name, args in executed["34"] if name == "send_certificate"] == [SLIP_CERTIFICATE_USD] * 2
+
+
 def _docker_skip_reason() -> str | None:
     from ecdysis.sandbox import DockerSandboxConfig, docker_available
 
