@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ecdysis.bench.training_bench import JUDGED_WORKLOAD, WORKLOADS
+
 TARGETS = {
-    "training": "`ecdysis` ≥ 2.5× faster than `se` (wall clock; judged on the `mixed` workload, where about half "
-                "the tasks fail, with the `recurring` workload shown beside it)",
+    "training": f"`ecdysis` ≥ 2.5× faster than `se` (wall clock; judged on the `{JUDGED_WORKLOAD}` workload, with "
+                "the others shown beside it)",
     "throughput": "≥ 90% of the ideal LLM-bound throughput at 32 concurrent episodes (steady state)",
     "tau2": "≥ 5× the simulations per minute of τ²'s own runner at concurrency 32 (steady state, at a latency whose "
             "LLM-bound ideal allows 5×)",
@@ -31,14 +33,6 @@ def _failed(name: str, section: dict[str, Any]) -> list[str]:
     return [f"Section failed after {section['seconds']:.0f} s:", "", "```", section["error"].strip(), "```", ""]
 
 
-WORKLOAD_TEXT = {
-    "mixed": "task model `quirky_agent`: the recurring repeated-write flaw on every task plus a slip on a fixed third "
-             "of the tasks (a left-out write, or an unrequested certificate) that no edit here fixes, so about half "
-             "the tasks fail and the slips stay failures in later rounds, as with the paper's provider models",
-    "recurring": "task model `repeat_write_agent`: the recurring repeated-write flaw alone, fixed in round 0",
-}
-
-
 def _training(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     profile = fig.get("latency_profile_s") or {}
     turn = fig["latency_s"]
@@ -55,7 +49,7 @@ def _training(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     for workload, result in fig["workloads"].items():
         lines += _training_table(workload, result)
         speedup = result["ratios"].get("se", {}).get("wall_vs_ecdysis")
-        if speedup is None or "ecdysis" not in result["rows"]:
+        if speedup is None:
             continue
         if workload == judged:
             ok = speedup >= 2.5
@@ -67,7 +61,7 @@ def _training(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
 
 def _training_table(workload: str, result: dict[str, Any]) -> list[str]:
     rows, ratios = result["rows"], result["ratios"]
-    lines = [f"**`{workload}`** ({WORKLOAD_TEXT.get(workload, result['task_model'])}):", "",
+    lines = [f"**`{workload}`** ({WORKLOADS[workload].description}):", "",
              "| method | wall s | wall ÷ ecdysis | modification calls | ÷ ecdysis | rollout LLM calls | rounds | "
              "failures per round | train score (first → last) | harness changed | episodes lost |",
              "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]

@@ -33,7 +33,7 @@ class Sizes:
     """Empty: a seeded draw of the paper's 20 airline training tasks (see ``training_bench.default_tasks``)."""
     train_rounds: int = 3
     train_workloads: tuple[str, ...] = ("mixed", "recurring")
-    """Task models of section 1 (``training_bench.WORKLOADS``); the target is judged on ``mixed``."""
+    """Task models of section 1 (``training_bench.WORKLOADS``); the target is judged on ``JUDGED_WORKLOAD``."""
     rollout_latency_s: float = 2.0
     concurrencies: tuple[int, ...] = (1, 4, 16, 32)
     episodes_per_slot: int = 4

@@ -25,7 +25,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 from ecdysis.bench.stub import LatencyServer
 
@@ -40,9 +40,26 @@ def default_tasks(n: int, seed: int = 0) -> list[str]:
 
 METHODS = ("ecdysis", "se", "ecdysis-fdcr")
 MODIFICATION_ROLES = ("diagnoser", "analyst", "critic", "engineer", "moderator", "coder")
-WORKLOADS = {"mixed": "task-quirky", "recurring": "task-repeat"}
-"""Workload → the latency-server task model it trains against (see the module doc)."""
+class Workload(NamedTuple):
+    """One task model that every method trains against."""
+
+    task_model: str
+    """The latency-server model name."""
+    description: str
+    """What fails and whether the scripted fix repairs it, as the report says it."""
+
+
+WORKLOADS = {
+    "mixed": Workload("task-quirky", "task model `quirky_agent`: the recurring repeated-write flaw on every task plus "
+                      "a slip on a fixed third of the tasks (a left-out write, or an unrequested certificate) that no "
+                      "edit here fixes, so about half the tasks fail and the slips stay failures in later rounds, as "
+                      "with the paper's provider models"),
+    "recurring": Workload("task-repeat", "task model `repeat_write_agent`: the recurring repeated-write flaw alone, "
+                          "fixed in round 0"),
+}
+"""Section 1's workloads (see the module doc)."""
 JUDGED_WORKLOAD = "mixed"
+DEFAULT_TASK_MODEL = WORKLOADS[JUDGED_WORKLOAD].task_model
 LATENCY_PROFILE = {"task-quirky": 1.0, "task-repeat": 1.0, "user": 1.0, "diagnoser": 10.0, "coder": 5.0}
 """Per-call latency of each latency-server model, as a multiple of the rollout turn's latency."""
 PAPER_TRAINING_TASKS = 20
@@ -50,7 +67,7 @@ ROLLOUT_WORKERS = 2
 
 
 def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: str, *, max_rounds: int = 3,
-               sandbox: str = "process", concurrency: int = 16, task_model: str = "task-quirky") -> Any:
+               sandbox: str = "process", concurrency: int = 16, task_model: str = DEFAULT_TASK_MODEL) -> Any:
     """The run config of one method: every model is ``openai/<role>`` on the latency server."""
     from ecdysis.config import parse_config
 
@@ -69,7 +86,7 @@ def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: 
 
 
 def run_method(server: LatencyServer, method: str, tasks: list[str], *, max_rounds: int = 3,
-               sandbox: str = "process", concurrency: int = 16, task_model: str = "task-quirky") -> dict[str, Any]:
+               sandbox: str = "process", concurrency: int = 16, task_model: str = DEFAULT_TASK_MODEL) -> dict[str, Any]:
     """Train with ``method``; wall clock, scores and LLM calls per role, read back from the store."""
     from ecdysis.records import LLMCallRecord, Method, Trajectory
     from ecdysis.store import ArtifactStore
@@ -120,7 +137,7 @@ def run(latency_s: float = 1.0, *, tasks: list[str] | None = None, methods: tupl
         if warmup:
             run_method(server, "ecdysis", chosen[:1], max_rounds=1, sandbox=sandbox)
         for workload in workloads:
-            model = WORKLOADS[workload]
+            model = WORKLOADS[workload].task_model
             rows = {m: run_method(server, m, chosen, max_rounds=max_rounds, sandbox=sandbox,
                                   concurrency=len(chosen), task_model=model) for m in methods}
             results[workload] = {"task_model": model, "rows": rows, "ratios": _ratios(rows)}
