@@ -9,9 +9,13 @@ PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint demo bench sandbox-ready
+.PHONY: setup host-packages test lint demo bench sandbox-ready
 
-setup: $(SETUP_STAMP)
+# Host packages first (the venv and the llama-cpp build need them); each step checks before it installs.
+setup: host-packages $(SETUP_STAMP)
+
+host-packages:
+	bash sandbox/ensure-host-packages.sh
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -3,7 +3,8 @@
 #   1. debootstrap a minimal Debian bookworm rootfs with python3 from deb.debian.org (cached as a tarball),
 #   2. `docker import` it as `ecdysis-sandbox-rootfs:local`,
 #   3. build sandbox/Dockerfile on top of it (BASE_IMAGE=that).
-# Idempotent: does nothing when the image exists, unless FORCE=1. Needs root (debootstrap) and a Docker daemon.
+# Idempotent: does nothing when the image exists, unless FORCE=1. Needs root (debootstrap) and a Docker daemon;
+# without a daemon it warns once and exits 0 (the process sandbox needs no image).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,6 +21,12 @@ force=${FORCE:-0}
 tmpdirs=()
 cleanup() { [[ ${#tmpdirs[@]} -eq 0 ]] || rm -rf "${tmpdirs[@]}"; }
 trap cleanup EXIT
+
+if ! { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; }; then
+    echo "build-base-image: warning: no Docker daemon answers, so $image is not built (the process sandbox needs" \
+        "no image)" >&2
+    exit 0
+fi
 
 if [[ $force != 1 ]] && docker image inspect "$image" >/dev/null 2>&1; then
     echo "build-base-image: $image already exists (FORCE=1 rebuilds)"

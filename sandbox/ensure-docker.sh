@@ -1,47 +1,53 @@
 #!/usr/bin/env bash
-# Make sure a Docker daemon answers: install docker.io with apt when the CLI is missing, start dockerd in the
-# background when no daemon answers, and wait until it does. Exits 0 with a warning when Docker cannot be had:
-# Ecdysis then falls back to the (weaker) process sandbox.
+# Make sure a Docker *daemon* answers (a `docker` client on PATH proves nothing: a machine can have the client and no
+# engine). When none answers and no `dockerd` exists, install docker.io through apt as root; then start dockerd in
+# the background and wait until it answers. When Docker cannot be had (no root, no apt, a refused namespace) print
+# one warning and exit 0: Ecdysis then uses the process sandbox.
+#
+# Exit status is always 0. The last line says which sandbox this host will use ("sandbox: docker" or "sandbox: process").
 set -uo pipefail
 
 timeout_s=${ECDYSIS_DOCKER_WAIT_S:-60}
 log=${ECDYSIS_DOCKERD_LOG:-/tmp/dockerd.log}
 
-warn() { echo "ensure-docker: warning: $*; the process sandbox backend remains available" >&2; exit 0; }
-answers() { docker info >/dev/null 2>&1; }
+fallback() {
+    echo "ensure-docker: warning: $*; Ecdysis will use the process sandbox" >&2
+    echo "ensure-docker: sandbox: process"
+    exit 0
+}
+answers() { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; }
+ready() { echo "ensure-docker: the Docker daemon answers"; echo "ensure-docker: sandbox: docker"; exit 0; }
 
 as_root() {
     if [[ $(id -u) == 0 ]]; then "$@"
-    elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo -n "$@"
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo -n "$@"
     else return 1
     fi
 }
 
-if ! command -v docker >/dev/null 2>&1; then
-    command -v apt-get >/dev/null 2>&1 || warn "docker is not installed and apt-get is unavailable"
-    echo "ensure-docker: installing docker.io"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
-        && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null \
-        || warn "could not install docker.io (no root or no package mirror)"
+answers && ready
+
+if ! command -v dockerd >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || fallback "no Docker daemon answers, dockerd is missing and apt-get is unavailable"
+    as_root true 2>/dev/null || fallback "no Docker daemon answers and installing docker.io needs root"
+    echo "ensure-docker: no Docker daemon answers and dockerd is missing: installing docker.io"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 \
+        && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io \
+            >/dev/null 2>&1 \
+        || fallback "apt-get could not install docker.io"
+    hash -r
+    command -v dockerd >/dev/null 2>&1 || fallback "docker.io is installed but dockerd is not on PATH"
 fi
 
-if answers; then
-    echo "ensure-docker: the Docker daemon answers"
-    exit 0
-fi
-
-command -v dockerd >/dev/null 2>&1 || warn "dockerd is not installed"
 if ! pgrep -x dockerd >/dev/null 2>&1; then
+    as_root true 2>/dev/null || fallback "no Docker daemon answers and starting dockerd needs root"
     echo "ensure-docker: starting dockerd (log: $log)"
-    as_root setsid dockerd >"$log" 2>&1 < /dev/null &
+    as_root setsid "$(command -v dockerd)" >"$log" 2>&1 </dev/null &
     disown 2>/dev/null || true
 fi
 
 for ((i = 0; i < timeout_s * 2; i++)); do
-    if answers; then
-        echo "ensure-docker: the Docker daemon answers"
-        exit 0
-    fi
+    answers && ready
     sleep 0.5
 done
-warn "no Docker daemon answered within ${timeout_s}s (see $log)"
+fallback "no Docker daemon answered within ${timeout_s}s (see $log: $(tail -n 1 "$log" 2>/dev/null))"

@@ -244,7 +244,7 @@ class ProcessBackend(PooledBackend):
         needed = [python, self._stage.resolve()]
         if python == Path(sys.executable).resolve():
             needed.append(Path(sys.base_prefix).resolve())  # this interpreter's standard library
-        hidden = []
+        hidden: list[Path] = []
         for entry in wanted:
             folder = Path(entry).resolve()
             if not folder.is_dir() or folder in (Path("/"), Path("/proc"), Path("/dev")):
@@ -255,8 +255,11 @@ class ProcessBackend(PooledBackend):
                 (log.warning if chosen is not None else log.debug)(
                     "process sandbox: not hiding %s, the sandbox needs what is inside", folder)
                 continue
-            hidden.append(str(folder))
-        return hidden
+            hidden.append(folder)
+        # A folder inside another hidden one is hidden with it; mounting on it too would fail (its mount point is
+        # gone once the outer folder is covered), e.g. a clone under /root with the cwd inside it.
+        outermost = [f for f in hidden if not any(f != other and f.is_relative_to(other) for other in hidden)]
+        return sorted({str(folder) for folder in outermost})
 
     def _staged_bundle(self, bundle_dir: Path, bundle_hash: str) -> Path:
         """A root-owned, world-readable, read-only copy of the bundle (the sandbox user cannot change it)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -46,3 +47,44 @@ def test_a_failed_step_exits_126_naming_it_and_never_runs_the_command(tmp_path) 
     assert not marker.exists()
     usage = subprocess.run([sys.executable, LAUNCHER_PATH, "{}"], capture_output=True, text=True, timeout=30)
     assert usage.returncode == FAILED and "usage" in usage.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hidden folders need a private mount namespace (root)")
+@pytest.mark.parametrize("under", ["/var/tmp", "/srv", "/root"])
+def test_a_sandbox_starts_with_its_cwd_inside_nested_hidden_folders(under: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hidden folders that nest (the home folder and a clone inside it, here with a space in its name) are covered
+    once, by the outer one, and the sandbox starts from a cwd inside them."""
+    import shutil
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    from sandbox_support import BUNDLES
+
+    from ecdysis.records import TerminationReason
+    from ecdysis.sandbox import ProcessSandboxConfig, bundle_hash, make_backend, run_protocol
+
+    os.makedirs(under, exist_ok=True)
+    outer = Path(tempfile.mkdtemp(prefix="ecdysis home ", dir=under))
+    try:
+        outer.chmod(0o755)  # without the cover, the sandbox user could read the secret
+        clone = outer / "my clone" / "ecdysis"
+        clone.mkdir(parents=True)
+        (clone / "secret.txt").write_text("x")
+        (clone / "secret.txt").chmod(0o644)
+        monkeypatch.chdir(clone)
+        for hide in (None, [str(outer), str(outer / "my clone"), str(clone)]):
+            backend = make_backend(ProcessSandboxConfig(warm_pool=0, hide_paths=hide))
+            try:
+                sandbox = backend.acquire(BUNDLES / "attacks", bundle_hash(BUNDLES / "attacks"))
+                start = {"mode": "episode", "session": {"episode_id": uuid.uuid4().hex, "config": {
+                    "attack": "read_files", "targets": [str(clone / "secret.txt")]}}}
+                outcome = run_protocol(sandbox, start, {}, wall_clock_s=30, max_requests=5)
+            finally:
+                backend.shutdown()
+            assert outcome.finish_reason is TerminationReason.AGENT_STOP, (hide, outcome.note, outcome.stderr_tail)
+            (report,) = [json.loads(e["params"]["text"]) for e in outcome.events if e["kind"] == "log"]
+            # Covered (FileNotFoundError), or behind /root's own 0700 where /root is not in the list (PermissionError).
+            assert report["outcomes"][str(clone / "secret.txt")] in ("FileNotFoundError", "PermissionError"), report
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
