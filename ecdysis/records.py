@@ -153,6 +153,8 @@ class Trajectory(Record):
     cost_usd: float | None = None
     wall_time_s: float = 0.0
     attempt: int = 0
+    sandbox: str | None = None
+    """What confined the harness: ``docker``, ``process-allowlist`` or ``process-weak`` (None: not recorded)."""
     created_at: datetime = Field(default_factory=utc_now)
 
 

@@ -24,7 +24,8 @@ from ecdysis.records import (
     Trajectory,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: trajectories gained ``sandbox`` (files of version 1 read it as null)."""
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -117,6 +118,7 @@ TRAJECTORIES = _dataset(
         ("cost_usd", pa.float64()),
         ("wall_time_s", pa.float64()),
         ("attempt", pa.int32()),
+        ("sandbox", pa.string()),
         ("created_at", TS),
     ],
     json_columns=["task", "messages", "tool_calls", "reward_breakdown", "tokens"],

@@ -15,12 +15,21 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import openai
+
 from ecdysis.llm._litellm import custom_llm_setup, litellm
 
 PROVIDER = "scripted"
 CONTEXT_KEY = "ecdysis_context"
 
 _resolved: dict[str, Callable[..., Any]] = {}
+
+
+class ScriptedModelBug(litellm.BadRequestError):
+    """A scripted model's own exception: never worth a retry (like a bad request), but no fault of the request's
+    content, so it never counts as the provider refusing what a harness sent."""
+
+    model_fault = True
 _lock = threading.Lock()
 
 
@@ -81,8 +90,10 @@ def _respond(model: str, messages: list[dict[str, Any]], optional_params: dict[s
         message = _message_of(reply, model)
         prompt_tokens = sum(count_tokens(m.get("content")) for m in messages) + count_tokens(tools)
         completion_tokens = count_tokens(message["content"]) + count_tokens(message["tool_calls"])
-    except Exception as exc:  # a scripted model's own bug is a bad request, never worth a retry
-        raise litellm.BadRequestError(
+    except openai.APIError:
+        raise  # the scripted model speaks as a provider would (a refusal, a rate limit): let the caller see that
+    except Exception as exc:
+        raise ScriptedModelBug(
             message=f"scripted model {model!r} raised {type(exc).__name__}: {exc}",
             model=model, llm_provider=PROVIDER,
         ) from exc

@@ -10,7 +10,7 @@ from typing import Any
 
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.settings import RolloutSettings
-from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory
+from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory, unrecordable
 
 ProgressFn = Callable[[Trajectory], None]
 
@@ -115,12 +115,11 @@ class RolloutPool:
                                                            "attempt": attempt})
                 if node is not None:
                     self.trajectory_nodes[trajectory.trajectory_id] = node
+                trajectory = self._write(trajectory)
                 if trajectory.termination_reason.is_infrastructure and attempt + 1 < self.settings.max_attempts:
                     self.retries += 1
-                    self._write(trajectory)
                     pending.append((index, attempt + 1))
                     continue
-                self._write(trajectory)
                 self._spend(trajectory)
                 results[index] = trajectory
                 if on_result is not None:
@@ -176,10 +175,8 @@ class RolloutPool:
             self._workers.append(fresh)
             load[id(fresh)] = 0
 
-    def _write(self, trajectory: Trajectory) -> None:
-        if self.store is not None:
-            self.store.append("trajectories", [trajectory], run_id=trajectory.run_id, round=trajectory.round,
-                              batch_id=f"{trajectory.phase}-{trajectory.trajectory_id}")
+    def _write(self, trajectory: Trajectory) -> Trajectory:
+        return store_trajectory(self.store, trajectory) if self.store is not None else trajectory
 
     def close(self) -> None:
         """Shut down every worker (closing its sandboxes) and release the actors."""
@@ -191,3 +188,25 @@ class RolloutPool:
         for worker in self._workers:
             ray.kill(worker)
         self._workers = []
+
+
+def store_trajectory(store: Any, trajectory: Trajectory) -> Trajectory:
+    """Store one trajectory under its deterministic batch id; returns what was stored.
+
+    A trajectory whose content cannot be stored (the harness sent something no encoder takes) is stored as that
+    episode's ``harness_error`` instead, and the run goes on; a fault of the store itself raises.
+    """
+    from ecdysis.store.errors import StoreError
+
+    def append(record: Trajectory) -> None:
+        store.append("trajectories", [record], run_id=record.run_id, round=record.round,
+                     batch_id=f"{record.phase}-{record.trajectory_id}")
+
+    try:
+        append(trajectory)
+    except StoreError:
+        raise
+    except Exception as exc:
+        trajectory = unrecordable(trajectory, exc)
+        append(trajectory)
+    return trajectory

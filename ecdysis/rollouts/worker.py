@@ -98,3 +98,15 @@ def failed_trajectory(request: Any, reason: TerminationReason, detail: str, *, w
         error=detail,
         wall_time_s=wall_time_s,
     )
+
+
+def unrecordable(trajectory: Trajectory, exc: BaseException) -> Trajectory:
+    """The record that replaces a trajectory whose content cannot be stored: the same episode, ended as the
+    harness's failure, without the messages and tool calls that could not be encoded."""
+    from ecdysis.sandbox.untrusted import clean_text
+
+    return trajectory.model_copy(update={
+        "messages": [], "tool_calls": [], "reward": 0.0, "reward_breakdown": {},
+        "termination_reason": TerminationReason.HARNESS_ERROR,
+        "error": clean_text(f"the episode's record could not be stored ({type(exc).__name__}: {str(exc)[:1000]}); "
+                            "its messages and tool calls are dropped")})

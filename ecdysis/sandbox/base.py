@@ -52,7 +52,10 @@ class StreamSandbox(ABC):
         try:
             self._write(data)
         except (OSError, ValueError) as exc:
-            raise SandboxExited(f"sandbox {self.sandbox_id} stopped reading its input: {exc}") from exc
+            if self._is_running():  # alive but not reading: the code inside closed its own input
+                raise SandboxExited(f"sandbox {self.sandbox_id} stopped reading its input: {exc}",
+                                    by_harness=True) from exc
+            raise self._exit_status() from exc
 
     def receive(self, timeout: float) -> dict[str, Any] | None:
         """The next message, or None after ``timeout`` s. Raises ProtocolViolation or SandboxExited."""

@@ -50,7 +50,9 @@ class DockerSandboxConfig(_Common):
     read_only: bool = True
     """Mount the container's root filesystem read-only."""
     tmpfs_size: str = "64m"
-    """Size of the writable tmpfs mounted at ``/tmp`` (the only writable place)."""
+    """Size of the writable tmpfs mounted at ``/tmp``."""
+    shm_size: str = "16m"
+    """Size of the container's own ``/dev/shm`` (a private tmpfs, writable, gone with the container)."""
     cap_drop: list[str] = Field(default_factory=lambda: ["ALL"])
     """Linux capabilities removed from the container."""
     no_new_privileges: bool = True
@@ -73,43 +75,67 @@ class DockerSandboxConfig(_Common):
 
 
 class ProcessSandboxConfig(_Common):
-    """Each sandbox is a plain child process under rlimits, with a scrubbed environment and its own temp folder;
-    weaker than Docker (no read-only root, no pid/mount namespaces), for hosts without a daemon."""
+    """Each sandbox is a child process, confined in one of two ways (``isolation``):
+
+    - ``allowlist`` (default): bubblewrap gives it new user, pid, IPC, network, mount, UTS and cgroup namespaces and a
+      root made only of read-only binds of what the runtime needs (interpreter, stdlib, shared libraries, runtime,
+      bundle), its own ``/proc``, private size-limited ``/tmp`` and ``/dev/shm``; one cgroup holds the memory, pids
+      and CPU limits of the whole sandbox; it runs under a host uid no other sandbox on the node holds. Needs root,
+      bubblewrap and cgroups: where any is missing the backend refuses to start rather than run weaker.
+    - ``weak``: the host's filesystem, guarded by file permissions, a private ``/tmp`` and ``hide_paths``; limits per
+      process (rlimits). Only when asked for explicitly; every trajectory's sandbox is recorded in the run.
+    """
 
     type: Literal["process"] = "process"
     """Selects this backend."""
+    isolation: Literal["allowlist", "weak"] = "allowlist"
+    """``allowlist`` (bubblewrap, cgroups, namespaces; refuses to start without them) or ``weak`` (rlimits and file
+    permissions on the host's filesystem; say so explicitly to use it)."""
+    bwrap: str = "bwrap"
+    """The bubblewrap program (``allowlist``); Debian's ``bubblewrap`` package installs it."""
     python: str | None = None
     """Interpreter that runs the runtime (>= 3.11, stdlib only); None picks this one when the sandbox user can run
     it, else ``python3`` from the system path."""
+    memory_bytes: int = Field(default=1024 * MIB, ge=64 * MIB)
+    """Memory of the whole sandbox, all its processes together (``allowlist``: its cgroup; past it the kernel
+    kills it → ``out_of_memory``)."""
+    cpus: float = Field(default=1.0, gt=0)
+    """CPU quota of the whole sandbox in cores (``allowlist``: its cgroup)."""
     address_space_bytes: int = Field(default=1024 * MIB, ge=64 * MIB)
-    """RLIMIT_AS: address space; exceeding it raises MemoryError → ``out_of_memory``."""
+    """RLIMIT_AS of each process: exceeding it raises MemoryError → ``out_of_memory``."""
     cpu_seconds: int = Field(default=600, ge=1)
     """RLIMIT_CPU: CPU time before the kernel kills the process."""
     nproc: int = Field(default=64, ge=4)
-    """RLIMIT_NPROC: processes the sandbox user may own (stops fork bombs; needs ``drop_privileges``)."""
+    """Processes and threads the sandbox may hold at once (``allowlist``: its pids cgroup; ``weak``: RLIMIT_NPROC
+    of its uid, which needs ``drop_privileges``). Stops fork bombs."""
     file_size_bytes: int = Field(default=64 * MIB, ge=MIB)
     """RLIMIT_FSIZE: largest file the sandbox may write."""
     open_files: int = Field(default=256, ge=16)
     """RLIMIT_NOFILE: open file descriptors."""
     drop_privileges: bool = True
-    """When the host runs as root, run each sandbox as its own unprivileged uid (so RLIMIT_NPROC applies, the
-    host's files are not writable and every process of the sandbox can be killed at the end)."""
+    """When the host runs as root, run each sandbox as its own unprivileged uid, unique on the node (always so under
+    ``allowlist``)."""
     uid_range: tuple[int, int] = (600_000, 700_000)
-    """Half-open range of uids (no passwd entry needed) from which each sandbox draws its own."""
+    """Half-open range of host uids (no passwd entry needed) from which each sandbox leases its own."""
     private_tmp: bool = True
-    """When running as root, give each sandbox a private mount namespace with its own size-limited tmpfs at /tmp
-    (nothing written there reaches the host's disk or another sandbox) and ``hide_paths`` covered up."""
+    """``weak``: when running as root, give each sandbox a private mount namespace with its own size-limited tmpfs at
+    /tmp and ``hide_paths`` covered up (``allowlist`` always has a private /tmp)."""
     tmp_size_bytes: int = Field(default=64 * MIB, ge=MIB)
     """Size of the private /tmp (the only place the sandbox can write)."""
+    shm_size_bytes: int = Field(default=16 * MIB, ge=MIB)
+    """``allowlist``: size of the sandbox's private /dev/shm."""
     hide_paths: list[str] | None = None
-    """Folders covered by an empty read-only tmpfs inside the sandbox (needs ``private_tmp``), so world-readable
-    files there (a project's ``.env``, home folders) stay unseen; None hides /home, /root and the host's cwd."""
+    """``weak``: folders covered by an empty read-only tmpfs inside the sandbox (needs ``private_tmp``), so
+    world-readable files there (a project's ``.env``, home folders) stay unseen; None hides /home, /root and the host's
+    cwd. Folders inside one another are covered once, by the outer one."""
     isolate_network: bool = True
-    """Put the sandbox in a new, empty network namespace when the kernel allows it (else a warning is printed)."""
+    """``weak``: put the sandbox in a new, empty network namespace; if the kernel refuses one, the backend refuses to
+    start unless this is False (``allowlist`` always isolates the network)."""
 
 
 class AutoSandboxConfig(BaseModel):
-    """Docker when a daemon answers, else the process backend (with a warning)."""
+    """Docker when a daemon answers, else the process backend (with a warning); the process backend refuses to start
+    where its ``isolation`` cannot be had."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -144,8 +170,9 @@ def make_backend(config: DockerSandboxConfig | ProcessSandboxConfig | AutoSandbo
         if docker_available(config.docker.docker_host):
             config_chosen: DockerSandboxConfig | ProcessSandboxConfig = config.docker
         else:
-            log.warning("no Docker daemon answers; using the weaker process sandbox")
-            print("ecdysis: warning: no Docker daemon answers; using the weaker process sandbox")
+            chosen = f"the process sandbox (isolation: {config.process.isolation})"
+            log.warning("no Docker daemon answers; using %s", chosen)
+            print(f"ecdysis: warning: no Docker daemon answers; using {chosen}")
             config_chosen = config.process
         return make_backend(config_chosen)
     if isinstance(config, DockerSandboxConfig):

@@ -126,6 +126,8 @@ class DockerBackend(PooledBackend):
         import docker
 
         self.config = config or DockerSandboxConfig()
+        self.isolation = "docker"
+        """What runs each sandbox, recorded in every trajectory."""
         try:
             self.client = (docker.DockerClient(base_url=self.config.docker_host) if self.config.docker_host
                            else docker.from_env())
@@ -178,7 +180,7 @@ class DockerBackend(PooledBackend):
             container = self.client.containers.create(
                 image, stdin_open=True, tty=False, detach=True, labels=labels, name=f"ecdysis-{sandbox_id}",
                 network_mode=config.network_mode, read_only=config.read_only,
-                tmpfs={"/tmp": f"rw,nosuid,nodev,size={config.tmpfs_size}"},
+                tmpfs={"/tmp": f"rw,nosuid,nodev,size={config.tmpfs_size}"}, shm_size=config.shm_size,
                 cap_drop=config.cap_drop, security_opt=["no-new-privileges:true"] if config.no_new_privileges else [],
                 user=config.user, pids_limit=config.pids_limit, mem_limit=config.mem_limit,
                 memswap_limit=config.mem_limit, nano_cpus=config.nano_cpus, init=config.init,

@@ -1,7 +1,9 @@
 """The host side of one episode: send ``start``, serve requests, collect events, map every ending to a reason.
 
-``run_protocol`` never hangs (every wait is bounded by the wall clock) and never lets a sandbox failure escape:
-only a handler's own unexpected exception (a systemic fault on the trusted side) propagates.
+``run_protocol`` never hangs (every wait is bounded by the wall clock) and never lets a sandbox failure escape. A
+handler's unexpected exception ends the episode as ``harness_error``: handlers signal the trusted side's own faults
+explicitly (``EndEpisode(INFRASTRUCTURE_ERROR)``), so anything else was raised by what the harness sent, and a harness
+must never turn its own failure into an infrastructure ending (retried, then excluded from every metric).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ EPISODE_FINISH = {
 }
 SELFTEST_FINISH = {"selftest_ok": TerminationReason.AGENT_STOP, "selftest_failed": TerminationReason.HARNESS_ERROR}
 NOTE_LIMIT = 16_000
+MAX_EVENTS = 2_000
+"""Events one episode may send; more ends it as ``protocol_error`` (each is stored and may reach a diagnosis)."""
 
 
 class HandlerError(Exception):
@@ -78,12 +82,12 @@ def _violation(text: str) -> _Ended:
 
 
 def run_protocol(sandbox: Sandbox, start: dict[str, Any], handlers: Mapping[str, Callable[[dict[str, Any]], Any]],
-                 *, wall_clock_s: float, max_requests: int) -> ProtocolOutcome:
+                 *, wall_clock_s: float, max_requests: int, max_events: int = MAX_EVENTS) -> ProtocolOutcome:
     """Run one episode in ``sandbox`` (already past ``ready``) and close it.
 
     ``start`` is the start message (``mode``, ``session``; ``type`` is added). Each request is answered by
     ``handlers[op](params)``; a HandlerError becomes an ``ok: false`` response, EndEpisode ends the episode with
-    its reason, any other exception propagates after the sandbox is closed.
+    its reason, any other exception ends it as ``harness_error`` naming the exception.
     """
     started = time.monotonic()
     deadline = started + wall_clock_s
@@ -110,6 +114,8 @@ def run_protocol(sandbox: Sandbox, start: dict[str, Any], handlers: Mapping[str,
                     raise _Ended(TerminationReason.MAX_STEPS, f"more than {max_requests} requests")
                 sandbox.send(_serve(message, handlers))
             elif kind == "event":
+                if len(outcome.events) >= max_events:
+                    raise _violation(f"more than {max_events} events")
                 outcome.events.append(_event(message))
             elif kind == "finish":
                 reason, note = _finish(message, mode)
@@ -165,6 +171,12 @@ def _serve(message: dict[str, Any], handlers: Mapping[str, Callable[[dict[str, A
     except HandlerError as exc:
         return {"type": "response", "id": request_id, "ok": False,
                 "error": {"kind": exc.kind, "message": exc.message}}
+    except EndEpisode:
+        raise
+    except Exception as exc:
+        raise _Ended(TerminationReason.HARNESS_ERROR,
+                     f"the trusted side could not serve {op} with what the harness sent: "
+                     f"{type(exc).__name__}: {str(exc)[:2000]}") from exc
     return {"type": "response", "id": request_id, "ok": True, "result": result}
 
 

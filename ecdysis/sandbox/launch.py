@@ -1,8 +1,10 @@
 """Process-sandbox launcher: confine this process, then exec the sandbox's command. Standard library only.
 
 Usage: ``python3 -I -S -B launch.py SPEC_JSON -- COMMAND...`` (run as the host's user, usually root). In order:
-new namespaces (``flags`` for unshare), a private size-limited /tmp and read-only empty tmpfs over each hidden folder,
-``chdir(home)``, the rlimits, then ``setgroups([])``/``setgid``/``setuid`` to the sandbox uid, then ``execv``.
+join the sandbox's cgroups (``cgroups``: ``cgroup.procs`` files, so every process it ever starts is counted), new
+namespaces (``flags`` for unshare), a private size-limited /tmp and read-only empty tmpfs over each hidden folder,
+``chdir(home)``, the rlimits, then ``setgroups([])``/``setgid``/``setuid`` to the sandbox uid, then ``execv`` (of
+bubblewrap for an allow-list sandbox, of the runtime itself for a weak one).
 Any failure is reported on stderr and exits 126 before the command runs.
 
 Why a separate program: doing these steps in ``subprocess``'s ``preexec_fn`` forces a full ``fork()`` of the host
@@ -48,6 +50,9 @@ def _mount(source: str | None, target: str, flags: int, fstype: str | None = Non
 
 def confine(spec: dict[str, Any]) -> None:
     """Apply ``spec`` to this process (see the module doc for the order)."""
+    for procs in spec.get("cgroups") or []:
+        with open(procs, "w") as handle:
+            handle.write(str(os.getpid()))
     flags = int(spec.get("flags") or 0)
     if flags:
         _check(_libc.unshare(flags), "unshare")

@@ -1,12 +1,17 @@
-"""The process backend: each sandbox is a child process under rlimits, its own uid, temp folder and network
-namespace. Weaker than Docker (the filesystem is the host's, guarded only by file permissions)."""
+"""The process backend: each sandbox is a child process, for hosts without a Docker daemon.
+
+Two isolations (``ProcessSandboxConfig.isolation``): ``allowlist`` runs the runtime under bubblewrap on a root of
+read-only binds of what it needs (:mod:`ecdysis.sandbox.allowlist`), in its own namespaces and cgroup
+(:mod:`ecdysis.sandbox.cgroups`), as a host uid leased for it alone (:mod:`ecdysis.sandbox.uids`); ``weak`` runs it on
+the host's filesystem under rlimits, its own uid, a private /tmp and covered ``hide_paths``. ``allowlist`` refuses to
+start where it cannot be had; ``weak`` is used only when a config asks for it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-import random
 import resource
 import shutil
 import signal
@@ -21,11 +26,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from ecdysis.sandbox.allowlist import MountPlan
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.bundle import RUNTIME_PATH, bundle_files
+from ecdysis.sandbox.cgroups import SandboxCgroup, cgroups_available
 from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
+from ecdysis.sandbox.uids import UidLease, lease_uid
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +127,14 @@ class ProcessSandbox(StreamSandbox):
     """A runtime in a child process; pipes carry the protocol."""
 
     def __init__(self, process: subprocess.Popen[bytes], *, workdir: Path | None, uid: int | None, sandbox_id: str,
-                 bundle_hash: str, config: ProcessSandboxConfig, on_close: Callable[[], None] | None = None) -> None:
+                 bundle_hash: str, config: ProcessSandboxConfig, cgroup: SandboxCgroup | None = None,
+                 on_close: Callable[[], None] | None = None) -> None:
         super().__init__(sandbox_id=sandbox_id, bundle_hash=bundle_hash, max_line_bytes=config.max_message_bytes,
                          max_output_bytes=config.max_output_bytes, lifetime_s=config.wall_clock_s)
         self.process = process
         self.workdir = workdir
         self.uid = uid
+        self.cgroup = cgroup
         self._on_close = on_close
         assert process.stdout is not None and process.stderr is not None and process.stdin is not None
         self._stdin = process.stdin
@@ -162,10 +172,14 @@ class ProcessSandbox(StreamSandbox):
         except subprocess.TimeoutExpired:
             return SandboxExited(f"sandbox {self.sandbox_id} closed its output but is still running",
                                  by_harness=True)
-        if code == -signal.SIGXCPU:
+        if self.cgroup is not None and self.cgroup.oom_killed():
+            return SandboxExited(f"sandbox {self.sandbox_id} was killed for memory", oom=True, exit_code=code)
+        # bubblewrap passes the runtime's status on as an exit code (128 + signal for a signal).
+        signalled = -code if code < 0 else code - 128 if self.cgroup is not None and code > 128 else 0
+        if signalled == signal.SIGXCPU:
             return SandboxExited(f"sandbox {self.sandbox_id} used up its CPU-time limit", timed_out=True,
                                  exit_code=code)
-        how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        how = f"killed by signal {signalled}" if signalled else f"exited with code {code}"
         return SandboxExited(f"sandbox {self.sandbox_id} {how} before finishing", exit_code=code)
 
     def _terminate(self) -> None:
@@ -177,9 +191,13 @@ class ProcessSandbox(StreamSandbox):
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("process sandbox %s: pid %d survived SIGKILL", self.sandbox_id, self.process.pid)
-        # Anything left under the sandbox's uid escaped the group (setsid, double fork): kill it all. Usually nothing
-        # is, and one /proc scan is far cheaper than kill_uid's fork of this (large) process.
-        if self.uid is not None and processes_of(self.uid):
+        if self.cgroup is not None:
+            # Everything the sandbox started is in its cgroup (its pid namespace died with bubblewrap already).
+            if not self.cgroup.kill_all():
+                log.warning("process sandbox %s: processes survive in its cgroup", self.sandbox_id)
+        elif self.uid is not None and processes_of(self.uid):
+            # Anything left under the sandbox's uid escaped the group (setsid, double fork): kill it all. Usually
+            # nothing is, and one /proc scan is far cheaper than kill_uid's fork of this (large) process.
             kill_uid(self.uid)
         with contextlib.suppress(OSError):
             self._stdin.close()
@@ -194,36 +212,80 @@ class ProcessSandbox(StreamSandbox):
                         pipe.close()
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.cgroup is not None:
+            self.cgroup.destroy()
         if self._on_close is not None:
             self._on_close()
 
 
 class ProcessBackend(PooledBackend):
-    """SandboxBackend of child processes (see ProcessSandboxConfig for what it enforces)."""
+    """SandboxBackend of child processes (see ProcessSandboxConfig for the two isolations and what each enforces)."""
 
     def __init__(self, config: ProcessSandboxConfig | None = None) -> None:
         self.config = config or ProcessSandboxConfig()
         super().__init__(warm_pool=self.config.warm_pool, start_timeout_s=self.config.start_timeout_s,
                          warm_bundles=self.config.warm_bundles)
-        self.drops_privileges = self.config.drop_privileges and os.geteuid() == 0
-        self.isolates_network = self.config.isolate_network and network_isolation_available()
-        if self.config.isolate_network and not self.isolates_network:
-            message = "ecdysis: warning: this kernel refuses a new network namespace; process sandboxes keep network"
-            log.warning(message)
-            print(message, file=sys.stderr)
-        self.private_tmp = self.config.private_tmp and private_tmp_available()
+        self.allowlist = self.config.isolation == "allowlist"
+        self.isolation = f"process-{self.config.isolation}"
+        """What runs each sandbox, recorded in every trajectory (``process-allowlist`` / ``process-weak``)."""
+        root = os.geteuid() == 0
+        if self.allowlist and not root:
+            raise SandboxUnavailable(_refusal("making a sandbox cgroup and uid needs root"))
+        self.drops_privileges = self.allowlist or (self.config.drop_privileges and root)
         self.python = self._pick_python()
-        # With a private /tmp the host's /tmp is hidden from the sandbox, so the staged bundles live elsewhere.
-        stage_parent = "/var/tmp" if self.private_tmp and os.path.isdir("/var/tmp") else None
-        self._stage = Path(tempfile.mkdtemp(prefix="ecdysis-bundles-", dir=stage_parent))
-        self.hidden_paths = self._hidden_paths() if self.private_tmp else []
+        self._stage = Path(tempfile.mkdtemp(prefix="ecdysis-bundles-", dir=self._stage_parent()))
         self._stage.chmod(0o755)
         self._runtime = self._stage / "ecdysis_runtime.py"
         shutil.copyfile(RUNTIME_PATH, self._runtime)
         self._runtime.chmod(0o444)
         self._staged: dict[str, Path] = {}
         self._stage_lock = threading.Lock()
-        self._uids_in_use: set[int] = set()
+        if self.allowlist:
+            self._plan = MountPlan.for_interpreter(self.python)
+            self._check_allowlist()
+            self.isolates_network = self.private_tmp = True
+            self.hidden_paths: list[str] = []
+        else:
+            self.isolates_network = self.config.isolate_network and network_isolation_available()
+            if self.config.isolate_network and not self.isolates_network:
+                raise SandboxUnavailable("this kernel refuses a new network namespace for process sandboxes; set "
+                                         "sandbox.process.isolate_network: false to run them with the host's network")
+            self.private_tmp = self.config.private_tmp and private_tmp_available()
+            self.hidden_paths = self._hidden_paths() if self.private_tmp else []
+            log.warning("process sandboxes run with isolation 'weak': the host's filesystem is visible to harnesses")
+
+    def _stage_parent(self) -> str | None:
+        # A weak sandbox with a private /tmp cannot see the host's /tmp, so the staged bundles live elsewhere.
+        wants_elsewhere = self.allowlist or (self.config.private_tmp and os.geteuid() == 0)
+        return "/var/tmp" if wants_elsewhere and os.path.isdir("/var/tmp") else None
+
+    def _check_allowlist(self) -> None:
+        """Refuse to start unless bubblewrap, its namespaces and cgroups all work here."""
+        if self._plan.version < (3, 11):
+            raise SandboxUnavailable(_refusal(f"the sandbox interpreter {self.python} is Python "
+                                              f"{'.'.join(map(str, self._plan.version))}; the runtime needs >= 3.11"))
+        bwrap = shutil.which(self.config.bwrap)
+        if bwrap is None:
+            raise SandboxUnavailable(_refusal(f"bubblewrap ({self.config.bwrap!r}) is not installed "
+                                              "(Debian: apt-get install bubblewrap)"))
+        why = cgroups_available()
+        if why is not None:
+            raise SandboxUnavailable(_refusal(f"no cgroup can be made for a sandbox: {why}"))
+        lease = lease_uid(self.config.uid_range)
+        try:
+            self._bwrap = bwrap
+            argv = self._plan.bwrap_argv(bwrap, self._stage, self._runtime,
+                                         tmp_bytes=1 << 20, shm_bytes=1 << 20)
+            probe = subprocess.run(command(sys.executable, {"home": "/", "uid": lease.uid},
+                                           *argv, self._plan.executable, "-I", "-S", "-c", "pass"),
+                                   capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxUnavailable(_refusal(f"bubblewrap could not run: {exc}")) from exc
+        finally:
+            lease.release()
+        if probe.returncode != 0:
+            raise SandboxUnavailable(_refusal(f"bubblewrap could not make the sandbox's namespaces "
+                                              f"(exit {probe.returncode}): {probe.stderr.strip()[-500:]}"))
 
     def _pick_python(self) -> str:
         if self.config.python:
@@ -281,36 +343,18 @@ class ProcessBackend(PooledBackend):
             self._staged[bundle_hash] = target
             return target
 
-    def _allocate_uid(self) -> int:
-        low, high = self.config.uid_range
-        with self._stage_lock:
-            while True:
-                uid = random.randrange(low, high)
-                if uid not in self._uids_in_use:
-                    self._uids_in_use.add(uid)
-                    return uid
+    def _lease(self) -> UidLease | None:
+        if not self.drops_privileges:
+            return None
+        lease = lease_uid(self.config.uid_range)
+        if not self.allowlist and processes_of(lease.uid):
+            kill_uid(lease.uid)  # orphans of a weak sandbox whose worker died: nobody holds their uid any more
+        return lease
 
-    def _launch(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
-        bundle = self._staged_bundle(bundle_dir, bundle_hash)
-        sandbox_id = uuid.uuid4().hex[:12]
-        uid = self._allocate_uid() if self.drops_privileges else None
-        private_tmp = self.private_tmp
-        workdir = None
-        if not private_tmp:
-            workdir = Path(tempfile.mkdtemp(prefix=f"ecdysis-sbx-{sandbox_id}-"))
-            if uid is not None:
-                os.chown(workdir, uid, uid)
-            workdir.chmod(0o700)
-        home = "/tmp" if private_tmp else str(workdir)
-        tmp_size, hidden = self.config.tmp_size_bytes, self.hidden_paths
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": home,
-            "TMPDIR": home,
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "ECDYSIS_MAX_MESSAGE_BYTES": str(self.config.max_message_bytes),
-        }
+    def _runtime_env(self) -> dict[str, str]:
+        return {"ECDYSIS_MAX_MESSAGE_BYTES": str(self.config.max_message_bytes)}
+
+    def _rlimits(self, uid: int | None) -> list[list[int]]:
         config = self.config
         limits = [
             (resource.RLIMIT_AS, config.address_space_bytes),
@@ -321,29 +365,66 @@ class ProcessBackend(PooledBackend):
         ]
         if uid is not None:
             limits.append((resource.RLIMIT_NPROC, config.nproc))
-        flags = (_network_flags() if self.isolates_network else 0) | (CLONE_NEWNS if private_tmp else 0)
-        spec = {"flags": flags, "private_tmp": private_tmp, "tmp_size": tmp_size, "uid": uid, "hidden": hidden,
-                "home": home, "limits": [[int(limit), int(value)] for limit, value in limits]}
-        runtime = [self.python, "-I", "-S", "-B", str(self._runtime), str(bundle)]
+        return [[int(limit), int(value)] for limit, value in limits]
+
+    def _launch(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
+        bundle = self._staged_bundle(bundle_dir, bundle_hash)
+        sandbox_id = uuid.uuid4().hex[:12]
+        lease = self._lease()
+        uid = lease.uid if lease is not None else None
+        cgroup: SandboxCgroup | None = None
+        workdir: Path | None = None
         try:
-            # The launcher confines itself, then execs the runtime: no preexec_fn, so no fork() of this process.
+            if self.allowlist:
+                config = self.config
+                cgroup = SandboxCgroup.create(sandbox_id, memory_bytes=config.memory_bytes, pids=config.nproc,
+                                              cpus=config.cpus)
+                spec: dict[str, object] = {"cgroups": cgroup.procs_files, "uid": uid, "home": "/",
+                                           "limits": self._rlimits(uid)}
+                argv = [*self._plan.bwrap_argv(self._bwrap, bundle, self._runtime, tmp_bytes=config.tmp_size_bytes,
+                                               shm_bytes=config.shm_size_bytes, env=self._runtime_env()),
+                        *self._plan.runtime_argv()]
+                env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+            else:
+                spec, argv, env, workdir = self._weak_launch(bundle, sandbox_id, uid)
+            # The launcher confines itself, then execs: no preexec_fn, so no fork() of this process.
             process = subprocess.Popen(
-                command(self.python, spec, *runtime),
+                command(self.python, spec, *argv),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                 start_new_session=True, close_fds=True,
             )
-        except (OSError, subprocess.SubprocessError) as exc:
+        except (OSError, subprocess.SubprocessError, SandboxUnavailable) as exc:
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
-            self._release_uid(uid)
+            if cgroup is not None:
+                cgroup.destroy()
+            if lease is not None:
+                lease.release()
+            if isinstance(exc, SandboxUnavailable):
+                raise
             raise SandboxUnavailable(f"could not start a process sandbox: {exc}") from exc
         return ProcessSandbox(process, workdir=workdir, uid=uid, sandbox_id=sandbox_id, bundle_hash=bundle_hash,
-                              config=config, on_close=lambda: self._release_uid(uid))
+                              config=self.config, cgroup=cgroup,
+                              on_close=lease.release if lease is not None else None)
 
-    def _release_uid(self, uid: int | None) -> None:
-        if uid is not None:
-            with self._stage_lock:
-                self._uids_in_use.discard(uid)
+    def _weak_launch(self, bundle: Path, sandbox_id: str,
+                     uid: int | None) -> tuple[dict[str, object], list[str], dict[str, str], Path | None]:
+        """Launcher spec, command line, environment and host work folder of a ``weak`` sandbox."""
+        private_tmp = self.private_tmp
+        workdir = None
+        if not private_tmp:
+            workdir = Path(tempfile.mkdtemp(prefix=f"ecdysis-sbx-{sandbox_id}-"))
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            workdir.chmod(0o700)
+        home = "/tmp" if private_tmp else str(workdir)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1", **self._runtime_env()}
+        flags = (_network_flags() if self.isolates_network else 0) | (CLONE_NEWNS if private_tmp else 0)
+        spec: dict[str, object] = {"flags": flags, "private_tmp": private_tmp, "tmp_size": self.config.tmp_size_bytes,
+                                   "uid": uid, "hidden": self.hidden_paths, "home": home,
+                                   "limits": self._rlimits(uid)}
+        return spec, [self.python, "-I", "-S", "-B", str(self._runtime), str(bundle)], env, workdir
 
     def shutdown(self) -> None:
         """Close every sandbox and remove the staged bundles."""
@@ -352,3 +433,8 @@ class ProcessBackend(PooledBackend):
         if stage is not None:
             shutil.rmtree(stage, ignore_errors=True)
 
+
+def _refusal(why: str) -> str:
+    return (f"the allow-list process sandbox cannot run here: {why}. Use Docker (sandbox.type: docker), or accept "
+            "the weaker process sandbox explicitly with sandbox.process.isolation: weak (auto: "
+            "sandbox.process.isolation; process: sandbox.isolation)")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ecdysis.sandbox.errors import ProtocolViolation
+from ecdysis.sandbox.untrusted import UntrustedDataError, needs_repair, repaired
 
 Item = tuple[str, Any]  # ("message", dict) | ("violation", ProtocolViolation) | ("eof", None)
 
@@ -16,7 +17,8 @@ Item = tuple[str, Any]  # ("message", dict) | ("violation", ProtocolViolation) |
 class OutputPump:
     """Fed with stdout/stderr chunks by reader threads; hands parsed messages to ``get``.
 
-    The first violation (bad line, oversized line, output past the cap) is queued after every message that came
+    Every parsed line is bounded and repaired (:mod:`ecdysis.sandbox.untrusted`) before anyone sees it. The first
+    violation (bad line, oversized line, too deep, output past the cap) is queued after every message that came
     before it, and ``on_violation`` is called once so the owner can stop a flooding sandbox at once.
     """
 
@@ -90,6 +92,14 @@ class OutputPump:
             return
         try:
             message = json.loads(line)
+            if needs_repair(line):
+                message = repaired(message)
+        except UntrustedDataError as exc:
+            self._violate(f"protocol line refused: {exc}")
+            return
+        except RecursionError:
+            self._violate(f"protocol line nested deeper than the parser allows: {line[:200]!r}")
+            return
         except ValueError:
             self._violate(f"protocol line is not JSON: {line[:200]!r}")
             return

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ecdysis.records import Split, Task
+from ecdysis.tau import calculator
 from ecdysis.tau.cow import CopyOnReadSource
 
 DOMAINS = ("airline", "retail", "mock")
@@ -263,8 +264,11 @@ class EpisodeEnv:
         if not isinstance(arguments, dict):
             return f"Error: arguments of '{name}' must be a JSON object, got {type(arguments).__name__}", True
         try:
-            response = self._env.make_tool_call(name, requestor="assistant", **arguments)
-            self._env.sync_tools()
+            if name == "calculate" and calculator.needs_guard(arguments):
+                response = calculator.calculate(arguments["expression"])  # τ²'s eval could hold the GIL for minutes
+            else:
+                response = self._env.make_tool_call(name, requestor="assistant", **arguments)
+                self._env.sync_tools()
             error = False
         except Exception as exc:  # a tool's own validation error is a result for the agent, as in τ²
             response, error = f"Error: {exc}", True

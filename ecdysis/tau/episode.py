@@ -21,6 +21,7 @@ the user simulator's calls.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import traceback
@@ -37,6 +38,11 @@ from ecdysis.tau.grading import grade
 from ecdysis.tau.user import UserSimulator, UserSimulatorError
 
 log = logging.getLogger(__name__)
+
+MAX_USER_TEXT = 32_000
+"""Longest message the agent may send the user in one ``user.respond`` (characters)."""
+MAX_ARGUMENT_CHARS = 64_000
+"""Largest ``tool.call`` arguments (characters of JSON): no domain tool needs more."""
 
 
 class EpisodeRequest(BaseModel):
@@ -149,12 +155,15 @@ class _Episode:
 
     def respond(self, params: dict[str, Any]) -> dict[str, Any]:
         from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded
+        from ecdysis.llm.retry import is_input_rejection
         from ecdysis.sandbox.driver import EndEpisode, HandlerError
 
         self._check_open()
         text = params.get("text")
         if not isinstance(text, str):
             raise HandlerError("bad_request", "user.respond needs 'text': a string")
+        if len(text) > MAX_USER_TEXT:
+            raise HandlerError("bad_request", f"user.respond 'text' is longer than {MAX_USER_TEXT} characters")
         self.messages.append(transcript.agent_text(text))
         try:
             reply = self.user.respond(text, deadline=self.deadline)
@@ -164,6 +173,9 @@ class _Episode:
             if isinstance(exc.__cause__, DeadlineExceeded):
                 raise EndEpisode(TerminationReason.TIMEOUT,
                                  f"wall-clock budget ran out during a user-simulator call: {exc.__cause__}") from exc
+            if is_input_rejection(exc.__cause__):  # the user model refused what the agent said: the harness's doing
+                raise EndEpisode(TerminationReason.HARNESS_ERROR,
+                                 f"the user simulator's model rejected the agent's message: {exc}") from exc
             raise EndEpisode(TerminationReason.INFRASTRUCTURE_ERROR, str(exc)) from exc
         self.messages.append(transcript.user_text(reply.text, reply.stop))
         return {"text": reply.text, "stop": reply.stop}
@@ -176,6 +188,8 @@ class _Episode:
         call_id = str(params.get("call_id") or f"call-{len(self.tool_calls)}")
         if not isinstance(name, str):
             raise HandlerError("bad_request", "tool.call needs 'name': a string")
+        if len(json.dumps(arguments)) > MAX_ARGUMENT_CHARS:
+            raise HandlerError("bad_request", f"tool.call 'arguments' exceed {MAX_ARGUMENT_CHARS} characters of JSON")
         content, error = self.env.call(name, arguments if arguments is not None else {})
         args = arguments if isinstance(arguments, dict) else {}
         self.messages.extend(transcript.tool_exchange(call_id, name, args, content, error))
@@ -251,7 +265,8 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
     except Exception as exc:  # a fault on the trusted side: record it, never lose the rollout
         log.exception("episode %s failed on the trusted side", trajectory_id)
         reason, error = TerminationReason.INFRASTRUCTURE_ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-    return _trajectory(request, trajectory_id, episode, reason, error, domain, time.monotonic() - started)
+    trajectory = _trajectory(request, trajectory_id, episode, reason, error, domain, time.monotonic() - started)
+    return trajectory.model_copy(update={"sandbox": getattr(backend, "isolation", None)})
 
 
 def _trajectory(request: EpisodeRequest, trajectory_id: str, episode: _Episode | None, reason: TerminationReason,
@@ -263,20 +278,25 @@ def _trajectory(request: EpisodeRequest, trajectory_id: str, episode: _Episode |
             result = grade(domain, request.task.task_id, reason, transcript.executed_calls(messages),
                            transcript.agent_texts(messages))
             reward, breakdown = result.reward, result.breakdown
-        except Exception as exc:
-            log.exception("grading %s failed", trajectory_id)
-            reason, error = TerminationReason.INFRASTRUCTURE_ERROR, f"grading failed: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # the replay runs the harness's own calls: what they raise is on the harness
+            log.warning("grading %s failed on the harness's actions", trajectory_id, exc_info=True)
+            reason, error = TerminationReason.HARNESS_ERROR, f"grading failed: {type(exc).__name__}: {exc}"
     accounting = _Accounting()
     if episode is not None:
         accounting = episode.accounting
         user = episode.user
         accounting.add(user.tokens, False, user.cost_usd, calls=user.calls)
         accounting.cache_hits += user.cache_hits
-    return Trajectory(
+    common: dict[str, Any] = dict(
         trajectory_id=trajectory_id, run_id=request.run_id, round=request.round, phase=request.phase,
         task=request.task, model=request.model, trial=request.trial, seed=request.seed,
-        harness_hash=request.harness_hash, messages=messages, tool_calls=episode.tool_calls if episode else [],
-        termination_reason=reason, error=error, reward=reward, reward_breakdown=breakdown,
-        tokens=accounting.tokens, llm_calls=accounting.calls, cache_hits=accounting.cache_hits,
-        cost_usd=accounting.cost, wall_time_s=wall_time_s, attempt=request.attempt,
-    )
+        harness_hash=request.harness_hash, tokens=accounting.tokens, llm_calls=accounting.calls,
+        cache_hits=accounting.cache_hits, cost_usd=accounting.cost, wall_time_s=wall_time_s, attempt=request.attempt)
+    try:
+        return Trajectory(**common, messages=messages, tool_calls=episode.tool_calls if episode else [],
+                          termination_reason=reason, error=error, reward=reward, reward_breakdown=breakdown)
+    except Exception as exc:  # what the harness sent cannot be recorded: keep the episode, as its failure
+        log.warning("trajectory %s cannot be recorded as it is", trajectory_id, exc_info=True)
+        return Trajectory(**common, termination_reason=TerminationReason.HARNESS_ERROR,
+                          error=f"the episode's record could not be built from what the harness sent: "
+                                f"{type(exc).__name__}: {str(exc)[:2000]}")

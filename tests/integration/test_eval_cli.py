@@ -66,3 +66,46 @@ def test_eval_prints_the_table_and_stores_every_trajectory(local_ray: dict[str, 
     assert len({t.trajectory_id for t in stored}) == len(stored)
     assert {(t.task.task_id, t.trial) for t in stored} == {(task, trial) for task in ("0", "7") for trial in (0, 1)}
     assert len({t.harness_hash for t in stored}) == 2
+
+
+HOSTILE = {
+    "deep": '{"v":1,"type":"event","kind":"blocked","params":{"call_id":"c","name":"x","reason":"r","arguments":'
+            + "[" * 300 + "1" + "]" * 300 + "}}",
+    "surrogate": '{"v":1,"type":"finish","result":{"reason":"harness_error","note":"gone \\ud800"}}',
+}
+HARNESS = """
+import os, sys, time
+
+def run(session):
+    os.write(sys.modules["__main__"].PROTOCOL_FD, open(os.path.join(os.path.dirname(__file__), "line")).read().encode())
+    time.sleep(30)
+"""
+
+
+def test_hostile_harnesses_cannot_take_the_evaluation_down(local_ray: dict[str, Any], tmp_path: Path) -> None:
+    """One harness sends an event nested 300 deep, another a finish note holding a lone surrogate: their episodes end
+    as their own failures, every record is stored, and the human harness's results are all there."""
+    from ecdysis.sandbox import bundle_hash
+
+    bundles = {}
+    for name, line in HOSTILE.items():
+        bundles[name] = tmp_path / name
+        bundles[name].mkdir()
+        (bundles[name] / "harness.py").write_text(HARNESS)
+        (bundles[name] / "line").write_text(line + "\n")
+    result = runner.invoke(app, ["eval", "--harness", "human", "--harness", str(bundles["deep"]), "--harness",
+                                 str(bundles["surrogate"]), "--model", GOLD, "--trials", "2", "--sandbox", "process",
+                                 "--workers", "1", "--concurrency", "4", "--store", str(tmp_path / "runs"),
+                                 "--task-id", "7", "--task-id", "14"])
+    assert result.exit_code == 0, result.output
+    assert _accuracy(result.output, "human") == 1.0
+    store = ArtifactStore(tmp_path / "runs")
+    [run] = store.list_runs()
+    stored: list[Trajectory] = store.read("trajectories", run_id=run.run_id)
+    assert len(stored) == 12 and not any(t.termination_reason.is_infrastructure for t in stored)
+    for name, reason in (("deep", "protocol_error"), ("surrogate", "harness_error")):
+        rows = [t for t in stored if t.harness_hash == bundle_hash(bundles[name])]
+        assert len(rows) == 4 and all(t.reward == 0.0 for t in rows)
+        assert {t.termination_reason.value for t in rows} == {reason}, [t.error for t in rows]
+    notes = [t.error for t in stored if t.harness_hash == bundle_hash(bundles["surrogate"])]
+    assert notes == ["gone \ufffd"] * 4

@@ -51,9 +51,11 @@ def test_a_failed_step_exits_126_naming_it_and_never_runs_the_command(tmp_path) 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="hidden folders need a private mount namespace (root)")
 @pytest.mark.parametrize("under", ["/var/tmp", "/srv", "/root"])
-def test_a_sandbox_starts_with_its_cwd_inside_nested_hidden_folders(under: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hidden folders that nest (the home folder and a clone inside it, here with a space in its name) are covered
-    once, by the outer one, and the sandbox starts from a cwd inside them."""
+def test_a_sandbox_starts_with_its_cwd_inside_nested_hidden_folders(under: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hidden folders of the weak process sandbox that nest (the home folder and a clone inside it, here with a space
+    in its name) are covered once, by the outer one, and the sandbox starts from a cwd inside them (the allow-list
+    sandbox hides nothing: it binds only what it needs, wherever the cwd is)."""
     import shutil
     import tempfile
     import uuid
@@ -74,7 +76,7 @@ def test_a_sandbox_starts_with_its_cwd_inside_nested_hidden_folders(under: str, 
         (clone / "secret.txt").chmod(0o644)
         monkeypatch.chdir(clone)
         for hide in (None, [str(outer), str(outer / "my clone"), str(clone)]):
-            backend = make_backend(ProcessSandboxConfig(warm_pool=0, hide_paths=hide))
+            backend = make_backend(ProcessSandboxConfig(warm_pool=0, isolation="weak", hide_paths=hide))
             try:
                 sandbox = backend.acquire(BUNDLES / "attacks", bundle_hash(BUNDLES / "attacks"))
                 start = {"mode": "episode", "session": {"episode_id": uuid.uuid4().hex, "config": {

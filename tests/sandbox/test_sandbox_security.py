@@ -151,7 +151,8 @@ def test_a_harness_that_ends_its_own_runtime_is_a_harness_error(episode: Episode
 def test_output_flood_is_a_protocol_error(episode: Episode, attack: str) -> None:
     outcome, sandbox = episode("attacks", config={"attack": attack}, wall_clock_s=60)
     assert outcome.finish_reason is TerminationReason.PROTOCOL_ERROR, outcome.note
-    assert "cap" in outcome.note
+    # Prints hit the output cap; log events hit the event cap first.
+    assert ("cap" if attack == "print_flood" else "more than 2000 events") in outcome.note
     assert_gone(sandbox)
 
 
@@ -206,6 +207,8 @@ def test_tmp_is_size_limited(episode: Episode, backend: Any) -> None:
 
 
 def test_hidden_host_folders(kind: str, episode: Episode, tmp_path: Path) -> None:
+    """The weak process sandbox sees the host's filesystem except the folders it covers (the allow-list sandbox and
+    containers see no host folder at all: test_process_isolation and the write and secret tests)."""
     if kind != "process":
         pytest.skip("a container sees no host folder at all (covered by the write and secret tests)")
     import shutil
@@ -222,8 +225,8 @@ def test_hidden_host_folders(kind: str, episode: Episode, tmp_path: Path) -> Non
         secret.write_text(f"OPENAI_API_KEY={CANARY}\n")
         secret.chmod(0o644)
         config = {"attack": "read_files", "targets": [str(secret)]}
-        exposed = make_backend(limits_config("process", hide_paths=[]))
-        hidden = make_backend(limits_config("process", hide_paths=[str(folder)]))
+        exposed = make_backend(limits_config("process", isolation="weak", hide_paths=[]))
+        hidden = make_backend(limits_config("process", isolation="weak", hide_paths=[str(folder)]))
         try:
             require(hidden, "private_tmp", "hiding folders needs a private mount namespace (root)")
             plain, _ = episode("attacks", config=config, on=exposed)

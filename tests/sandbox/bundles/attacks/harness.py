@@ -143,6 +143,12 @@ def raw(session):
     time.sleep(60)
 
 
+def raw_request(session):
+    """Send a hand-written request line (ids from 1000 on, past the session's own) and report the response."""
+    _raw(session.config["raw"].encode())
+    _report(session, response=sys.modules["__main__"]._receive())
+
+
 def request_then_ignore(session):
     _raw(b'{"v":1,"type":"request","id":1,"op":"llm.complete","params":{"messages":[]}}\n')
     time.sleep(120)  # never reads the response
@@ -179,6 +185,127 @@ def kill_runtime(session):
 def close_output(session):
     os.close(sys.modules["__main__"].PROTOCOL_FD)
     time.sleep(30)
+
+
+def find_gold(session):
+    """Look everywhere it can for evaluation data: τ²'s task files, gold markers, and given host paths."""
+    markers = [marker.encode() for marker in session.config.get("markers", [])]
+    hits, visited, errors = [], 0, 0
+    for root, folders, files in os.walk("/" if session.config.get("walk", True) else "/nonexistent"):
+        if root.startswith(("/proc", "/sys", "/dev")):
+            folders[:] = []
+            continue
+        for name in files:
+            path = os.path.join(root, name)
+            visited += 1
+            if name == "tasks.json" or "tau2" in path:
+                hits.append(path)
+                continue
+            try:
+                if os.path.getsize(path) > 4 << 20:
+                    continue
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                errors += 1
+                continue
+            if any(marker in data for marker in markers):
+                hits.append(path)
+        if visited > 200_000:
+            break
+    reachable = {}
+    for path in session.config.get("paths", []):
+        reachable[path] = os.path.exists(path)
+    _report(session, hits=hits[:50], visited=visited, reachable=reachable)
+
+
+def close_input_then_request(session):
+    sys.modules["__main__"]._PROTOCOL_IN.close()
+    os.close(0)
+    session.complete([{"role": "user", "content": "anyone there?"}])
+
+
+def persist_state(session):
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key, mode = 0x5ECD15, session.config["mode"]
+    paths = ["/dev/shm/ecdysis-persist", "/var/tmp/ecdysis-persist", "/run/lock/ecdysis-persist",
+             "/tmp/ecdysis-persist"]
+    found = {path: os.path.exists(path) for path in paths}
+    found["sysv"] = libc.shmget(key, 0, 0) >= 0
+    written = {}
+    if mode == "write":
+        for path in paths:
+            try:
+                with open(path, "w") as handle:
+                    handle.write(session.episode_id)
+                written[path] = True
+            except OSError as exc:
+                written[path] = type(exc).__name__
+        written["sysv"] = libc.shmget(key, 4096, 0o1666) >= 0
+    _report(session, found=found, written=written)
+
+
+def memory_children(session):
+    size, count = session.config["bytes"], session.config["children"]
+    pids = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                block = bytearray(size)
+                for offset in range(0, size, 4096):
+                    block[offset] = 1
+                time.sleep(3)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    killed = 0
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        killed += int(os.WIFSIGNALED(status))
+    _report(session, children=len(pids), killed=killed)
+
+
+def double_fork(session):
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write, f"{os.getpid()}\n".encode())
+            time.sleep(120)
+        os._exit(0)
+    pid = int(os.read(read, 64).split()[0])
+    _report(session, survivor=pid)
+
+
+def proc_list(session):
+    commands = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    commands[entry] = handle.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+            except OSError as exc:
+                commands[entry] = type(exc).__name__
+    _report(session, commands=commands)
+
+
+def events(session):
+    for index in range(session.config["count"]):
+        session.log(f"event {index}")
+
+
+def say(session):
+    reply = session.respond_to_user(session.config["text"])
+    _report(session, reply=reply.text)
+
+
+def calculate(session):
+    started = time.monotonic()
+    result = session.call_tool("c1", "calculate", {"expression": session.config["expression"]})
+    _report(session, content=result.content, error=result.error, seconds=time.monotonic() - started)
 
 
 def run(session):
