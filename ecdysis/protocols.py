@@ -1,12 +1,14 @@
 """The seams of Ecdysis, each a small Protocol. Implementations live beside their seam's package.
 
-| seam          | protocol        | implementations                          |
-|---------------|-----------------|------------------------------------------|
-| model         | `LLMClient`     | `ecdysis.llm.Gateway` (litellm)          |
-| sandbox       | `SandboxBackend`| `ecdysis.sandbox` docker / process       |
-| store         | `Store`         | `ecdysis.store.ArtifactStore`            |
-| diagnosis     | `Diagnoser`     | `ecdysis.evolution` batch, SE, FDCR      |
-| coding agent  | `CodingAgent`   | `ecdysis.evolution.coding` builtin / CLI |
+| seam          | protocol              | implementations                                          |
+|---------------|-----------------------|----------------------------------------------------------|
+| model         | `LLMClient`           | `ecdysis.llm.Gateway` (litellm)                          |
+| sandbox       | `SandboxBackend`      | `ecdysis.sandbox` docker / process; `ecdysis.testing` in-memory |
+| store         | `Store`               | `ecdysis.store.ArtifactStore`                            |
+| benchmark     | `Benchmark`           | `ecdysis.benchmarks` tau2, refund-desk, agentbench-db/-os |
+| one episode   | `EpisodeEnvironment`  | each benchmark's trusted side of one episode             |
+| diagnosis     | `Diagnoser`           | `ecdysis.evolution` batch, SE, FDCR (via the method registry) |
+| coding agent  | `CodingAgent`         | `ecdysis.evolution.coding` builtin / CLI                 |
 """
 
 from __future__ import annotations
@@ -15,9 +17,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
-from ecdysis.records import FailureRecord, ModificationSpec, Record, Role, TokenUsage
+from ecdysis.records import (
+    FailureRecord,
+    ModificationSpec,
+    Record,
+    Role,
+    Task,
+    TerminationReason,
+    TokenUsage,
+    Trajectory,
+    stable_hash,
+)
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -113,6 +125,109 @@ class SandboxBackend(Protocol):
 
     def shutdown(self) -> None:
         """Close every sandbox this backend started."""
+        ...
+
+
+class EpisodeRequest(BaseModel):
+    """Everything that defines one rollout, for any benchmark (the task names its benchmark)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: Task
+    harness_dir: Path
+    """The harness bundle folder (``harness.py`` inside)."""
+    harness_hash: str
+    model: str
+    """The task model (any gateway model string)."""
+    user_model: str | None = None
+    """The simulated user's model, for benchmarks that have one (τ²)."""
+    trial: int = 0
+    seed: int = 0
+    run_id: str = ""
+    round: int = 0
+    phase: str = "eval"
+    attempt: int = 0
+    max_steps: int = Field(default=50, ge=1)
+    """Most ``llm.complete`` requests (task-model turns) in the episode."""
+    max_errors: int = Field(default=10, ge=1)
+    """Failed tool calls before the episode ends with ``too_many_errors`` (τ²'s default)."""
+    wall_clock_s: float = Field(default=600.0, gt=0)
+
+    def trajectory_id(self) -> str:
+        """Deterministic id of this rollout attempt."""
+        key = [self.run_id, self.round, self.phase, self.task.domain, self.task.task_id, self.harness_hash,
+               self.model, self.user_model or "", self.trial, self.seed, self.attempt]
+        if self.task.benchmark != "tau2":  # keys of τ² runs stay as they were
+            key.insert(3, self.task.benchmark)
+        return stable_hash(key)[:24]
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    """A benchmark: its tasks and splits, one graded episode, and its seed harnesses. Built from its config
+    (``ecdysis.benchmarks``); registered by name, which is ``Task.benchmark`` of its tasks."""
+
+    name: str
+
+    def tasks(self, split: str | None, n: int | None = None, seed: int = 0,
+              ids: Sequence[str] | None = None) -> list[Task]:
+        """Explicit ``ids`` in that order, else ``n`` tasks drawn with ``seed`` from ``split`` (``train``/``test``;
+        ``n=None``: all of it). An unknown id or split is a ValueError naming the known ones."""
+        ...
+
+    def run(self, request: EpisodeRequest, backend: SandboxBackend, llm: LLMClient) -> Trajectory:
+        """One sandboxed episode, graded on the trusted side. Always returns a trajectory (failures are data)."""
+        ...
+
+    def preload(self) -> None:
+        """Load what every episode shares (data, parsed DBs, a server) before episodes run in threads."""
+        ...
+
+    def seed_harnesses(self) -> dict[str, Path]:
+        """The benchmark's seed bundles by name (``noop``, ``direct``, ``human``)."""
+        ...
+
+
+@runtime_checkable
+class EpisodeEnvironment(Protocol):
+    """A benchmark's trusted side of one episode: what the harness is told, the user, the tools and the grade.
+
+    Run by :func:`ecdysis.benchmarks.episode.run_episode`, which owns the sandbox, the model calls, the transcript,
+    the limits and the trajectory. Nothing here ever reaches the sandbox except through these answers.
+    """
+
+    policy: str
+    """The system policy the harness receives (``session.policy``)."""
+    tools: list[dict[str, Any]]
+    """OpenAI tool schemas of the benchmark's tools (``session.tools``)."""
+    config: dict[str, Any]
+    """Extra facts for the harness (``session.config``), e.g. the names of write tools. Never gold."""
+    finished: bool
+    """True once the episode is over on the benchmark's side (an answer was committed)."""
+
+    def respond(self, text: str, *, deadline: float | None) -> tuple[str, bool]:
+        """The user's reply to what the agent said, and whether the user ended the conversation. May raise
+        ``EndEpisode`` (its simulator failed)."""
+        ...
+
+    def call(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """Execute a tool for the agent: ``(content, error)``. Bad input is an error result, never an exception."""
+        ...
+
+    def peek(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """Run a read-only tool without it counting as an agent action."""
+        ...
+
+    def grade(self, reason: TerminationReason, transcript: list[dict[str, Any]]) -> tuple[float, dict[str, float]]:
+        """The reward of a normally ended episode and its breakdown."""
+        ...
+
+    def usage(self) -> tuple[TokenUsage, int, int, float | None]:
+        """Model usage of the environment itself (a simulated user): tokens, calls, cache hits, USD."""
+        ...
+
+    def close(self) -> None:
+        """Release what the episode holds (a database, a container). Idempotent."""
         ...
 
 

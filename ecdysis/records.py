@@ -77,16 +77,6 @@ class Role(StrEnum):
     CODER = "coder"
 
 
-class Method(StrEnum):
-    """How a run organises evidence into harness modifications."""
-
-    DIRECT = "direct"
-    HUMAN = "human"
-    SE = "se"
-    ECDYSIS = "ecdysis"
-    ECDYSIS_FDCR = "ecdysis-fdcr"
-
-
 class Task(Record):
     """One benchmark task."""
 
@@ -244,7 +234,8 @@ class RoundResult(Record):
 
     run_id: str
     round: int
-    method: Method
+    method: str
+    """The evolution method (:data:`ecdysis.evolution.methods.METHODS`)."""
     base_hash: str
     candidate_hash: str | None = None
     base_score: float
@@ -281,7 +272,8 @@ class RunManifest(Record):
 
     run_id: str
     kind: Literal["train", "eval"] = "train"
-    method: Method | None = None
+    method: str | None = None
+    """The evolution method of a training run."""
     config: dict[str, Any] = Field(default_factory=dict)
     config_hash: str = ""
     package_versions: dict[str, str] = Field(default_factory=dict)

@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ecdysis.benchmarks import build
 from ecdysis.config import RunConfig
 from ecdysis.metrics import EvalSummary
-from ecdysis.records import Method, RoundResult, RunManifest, Task, stable_hash, utc_now
+from ecdysis.records import RoundResult, RunManifest, Task, stable_hash, utc_now
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 
 
@@ -24,7 +25,7 @@ class TrainingOutcome(BaseModel):
     """What a finished training run reports back to the CLI."""
 
     run_id: str
-    method: Method
+    method: str
     initial_hash: str
     final_hash: str
     final_train_score: float
@@ -34,26 +35,24 @@ class TrainingOutcome(BaseModel):
 
 
 def rollout_settings(config: RunConfig) -> RolloutSettings:
-    """The worker-side settings of a run config."""
+    """The worker-side settings of a run config: its typed sections, as they are."""
     r = config.rollouts
     return RolloutSettings(
-        store_uri=config.storage.uri, gateway=config.llm.model_dump(mode="json"),
-        sandbox=config.sandbox.model_dump(mode="json"), workers=r.workers, episodes_per_worker=r.episodes_per_worker,
-        max_attempts=r.max_attempts, max_steps=r.max_steps, wall_clock_s=r.wall_clock_s,
-        preload_domains=[config.benchmark.domain],
+        store_uri=config.storage.uri, gateway=config.llm, sandbox=config.sandbox, benchmarks=[config.benchmark],
+        workers=r.workers, episodes_per_worker=r.episodes_per_worker, max_attempts=r.max_attempts,
+        max_steps=r.max_steps, wall_clock_s=r.wall_clock_s,
     )
 
 
 def training_tasks(config: RunConfig) -> tuple[list[Task], list[Task]]:
     """The run's training and held-out tasks (explicit ids train and test on the same list)."""
-    from ecdysis.tau.domain import select_tasks
-
     b = config.benchmark
+    benchmark = build(b)
     if b.task_ids:
-        tasks = select_tasks(b.domain, task_ids=b.task_ids)
+        tasks = benchmark.tasks(None, ids=b.task_ids)
         return tasks, tasks
-    train = select_tasks(b.domain, "train", b.train_tasks, seed=b.selection_seed)
-    test = select_tasks(b.domain, "test", b.test_tasks, seed=b.selection_seed) if b.test_tasks else []
+    train = benchmark.tasks("train", b.train_tasks, seed=b.selection_seed)
+    test = benchmark.tasks("test", b.test_tasks, seed=b.selection_seed) if b.test_tasks else []
     return train, test
 
 
@@ -62,11 +61,11 @@ class TrainingDriver:
 
     Example::
 
-        driver = TrainingDriver(load_config("ecdysis/configs/demo.yaml"), method=Method.ECDYSIS, run_id="demo-1")
+        driver = TrainingDriver(load_config("ecdysis/configs/demo.yaml"), method="ecdysis", run_id="demo-1")
         outcome = driver.run()
     """
 
-    def __init__(self, config: RunConfig, *, method: Method, run_id: str, workspace: str | None = None) -> None:
+    def __init__(self, config: RunConfig, *, method: str, run_id: str, workspace: str | None = None) -> None:
         self.config = config
         self.method = method
         self.run_id = run_id
@@ -75,10 +74,8 @@ class TrainingDriver:
     def run(self, *, resume: bool = False, evaluate_heldout: bool = True) -> TrainingOutcome:
         """Train (or continue training), then evaluate the final harness on the held-out tasks."""
         from ecdysis.evaluation import episode_requests, package_versions
-        from ecdysis.evolution import BuiltinCodingAgent, TrainingConfig, TrainingLoop, diagnoser_for
-        from ecdysis.evolution.bundles import HarnessBlobs
-        from ecdysis.fdcr import FDCRDiagnoser
-        from ecdysis.harnesses import seed_harness_dir
+        from ecdysis.evolution import BuiltinCodingAgent, DiagnoserParts, LoopSettings, TrainingLoop, method
+        from ecdysis.harness import HarnessBlobs
         from ecdysis.llm import BudgetExceeded, Gateway
         from ecdysis.metrics import summarize
         from ecdysis.sandbox import make_backend
@@ -116,15 +113,15 @@ class TrainingDriver:
                                              seed=cfg.seed)
             return pool.evaluate(requests)
 
-        budget = cfg.training.prompt_budget_chars
-        fdcr = FDCRDiagnoser(llm, cfg.models.diagnoser, passes=cfg.training.fdcr_passes, store=store,
-                             task_models=list(cfg.models.task), harness_budget_chars=budget * 3 // 7,
-                             evidence_budget_chars=budget * 4 // 7)
+        parts = DiagnoserParts(llm=llm, model=cfg.models.diagnoser,
+                               prompt_budget_chars=cfg.training.prompt_budget_chars, store=store,
+                               task_models=tuple(cfg.models.task), options={"fdcr_passes": cfg.training.fdcr_passes})
+        seed = build(cfg.benchmark).seed_harnesses()["human"]
         loop = TrainingLoop(
-            TrainingConfig(run_id=self.run_id, method=self.method, harness_dir=seed_harness_dir("human"),
-                           max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
-                           workspace=self.workspace, write_trajectories=False),
-            store, llm, backend, evaluate, diagnoser_for(llm, cfg.models.diagnoser, fdcr=fdcr, prompt_chars=budget),
+            LoopSettings(run_id=self.run_id, method=self.method, harness_dir=seed,
+                         max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
+                         workspace=self.workspace, write_trajectories=False),
+            store, llm, backend, evaluate, method(self.method).diagnoser(parts),
             BuiltinCodingAgent(llm, cfg.models.coder, backend),
         )
         stopped: str | None = None
@@ -160,12 +157,12 @@ class TrainingDriver:
             backend.shutdown()
 
 
-def default_run_id(config: RunConfig, method: Method) -> str:
+def default_run_id(config: RunConfig, method: str) -> str:
     """A unique run id derived from the run name."""
-    return f"{config.run_name}-{method.value}-{stable_hash([utc_now().isoformat()])[:8]}"
+    return f"{config.run_name}-{method}-{stable_hash([utc_now().isoformat()])[:8]}"
 
 
-def start_driver(config: RunConfig, *, method: Method, run_id: str) -> Any:
+def start_driver(config: RunConfig, *, method: str, run_id: str) -> Any:
     """The driver as a Ray actor (the head node's CPUs stay free for rollouts: it reserves none)."""
     import ray
 

@@ -21,7 +21,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def s3_endpoint() -> Iterator[str]:
     """One real S3-compatible HTTP server (moto) on loopback for the whole session, its endpoint and fake
     credentials exported for child processes and Ray workers."""
-    from ecdysis.store.testing import moto_s3_environment
+    from ecdysis.testing.s3 import moto_s3_environment
 
     with moto_s3_environment() as endpoint:
         yield endpoint
@@ -30,6 +30,6 @@ def s3_endpoint() -> Iterator[str]:
 @pytest.fixture
 def s3_bucket(s3_endpoint: str) -> str:
     """A fresh, empty bucket for one test."""
-    from ecdysis.store.testing import create_bucket
+    from ecdysis.testing.s3 import create_bucket
 
     return create_bucket(s3_endpoint)

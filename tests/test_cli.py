@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
-from ecdysis.records import FailureRecord, Method, RoundResult, RunManifest, TerminationReason
+from ecdysis.records import FailureRecord, RoundResult, RunManifest, TerminationReason
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import TEST_CREDENTIALS
+from ecdysis.testing.s3 import TEST_CREDENTIALS
 
 runner = CliRunner()
 
@@ -38,12 +38,12 @@ def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict
 
 
 def _populate(store: ArtifactStore) -> None:
-    store.write_manifest(RunManifest(run_id="r1", method=Method.ECDYSIS, models=["m1", "m2"], seed=3,
+    store.write_manifest(RunManifest(run_id="r1", method="ecdysis", models=["m1", "m2"], seed=3,
                                      created_at=datetime(2026, 1, 1, tzinfo=UTC)))
     store.write_manifest(RunManifest(run_id="r2", kind="eval", status="finished",
                                      created_at=datetime(2026, 1, 2, tzinfo=UTC)))
     for rnd in (0, 1):
-        store.append("rounds", [RoundResult(run_id="r1", round=rnd, method=Method.ECDYSIS, base_hash="h",
+        store.append("rounds", [RoundResult(run_id="r1", round=rnd, method="ecdysis", base_hash="h",
                                             base_score=0.25 * (rnd + 1), candidate_score=0.75, accepted=rnd == 1,
                                             n_failures=4 - rnd)], run_id="r1", round=rnd)
     failures = [FailureRecord(failure_id=f"f{i}", run_id="r1", round=0, trajectory_id="t", task_id="1",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from ecdysis.benchmarks import CONFIGS, DEFAULT, build, config_for
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
 from ecdysis.metrics import EvalSummary
 from ecdysis.records import Trajectory
@@ -19,44 +21,71 @@ def register(app: typer.Typer) -> None:
 
 
 def eval_command(
-    harness: Annotated[list[str], typer.Option("--harness", help="noop, direct, human, a bundle folder, or a stored "
-                                               "harness hash; repeat for several.")] = ["human"],  # noqa: B006
-    model: Annotated[list[str], typer.Option("--model", help="Task model (litellm string); repeat for a matrix.")]
-    = ["scripted/ecdysis.tau.scripted:gold_agent"],  # noqa: B006
-    user_model: Annotated[str, typer.Option("--user-model", help="User simulator model.")]
-    = "scripted/ecdysis.tau.scripted:scripted_user",
-    domain: Annotated[str, typer.Option("--domain", help="airline, retail or mock.")] = "airline",
-    split: Annotated[str, typer.Option("--split", help="τ² split to draw from: train or test.")] = "test",
+    harness: Annotated[list[str], typer.Option("--harness", help="A seed of the benchmark (noop, direct, human), a "
+                                               "bundle folder, or a stored harness hash; repeat for several.")]
+    = ["human"],  # noqa: B006
+    model: Annotated[list[str] | None, typer.Option("--model", help="Task model (litellm string); repeat for a "
+                                                    "matrix. Required unless --config names the models.")] = None,
+    user_model: Annotated[str | None, typer.Option("--user-model", help="Simulated user's model, for benchmarks "
+                                                   "with one.")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="A run config (file or built-in name, e.g. "
+                                               "scripted) whose benchmark, models, sandbox, llm and rollouts "
+                                               "sections are used; the other options override it.")] = None,
+    benchmark: Annotated[str | None, typer.Option("--benchmark", help=f"One of: {', '.join(CONFIGS)} (default: "
+                                                  f"the config's, else {DEFAULT}).")] = None,
+    domain: Annotated[str | None, typer.Option("--domain", help="The benchmark's `domain` option "
+                                               "(same as --option domain=VALUE).")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="A benchmark option KEY=VALUE (a field of its "
+                                                     "config section); repeat for several.")] = None,
+    split: Annotated[str, typer.Option("--split", help="Split to draw from: train or test.")] = "test",
     tasks: Annotated[int, typer.Option("--tasks", help="How many tasks to draw from the split (0: all).")] = 20,
     task_id: Annotated[list[str] | None, typer.Option("--task-id", help="Explicit task ids (repeat).")] = None,
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per task (k of Pass@k, Pass^k).")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the task draw and episodes.")] = 0,
-    sandbox: Annotated[str, typer.Option("--sandbox", help="auto, docker or process.")] = "auto",
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes at once per worker.")] = 8,
+    sandbox: Annotated[str | None, typer.Option("--sandbox", help="auto, docker or process (default: the "
+                                                "config's, else auto).")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Episodes at once per worker.")]
+    = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Rollout workers (default: CPUs).")]
     = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster.")] = None,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
-    """Evaluate harnesses on held-out τ² tasks: accuracy, Pass@k, Pass^k, tokens, cache hit rate, cost, time."""
-    from ecdysis.bundle import BundleError, resolve_harness
-    from ecdysis.evaluation import EvalPlan, run_eval, select_tasks
-    from ecdysis.ray_env import ensure_ray
-    from ecdysis.rollouts import RolloutSettings
-    from ecdysis.tau.domain import TauDomainError
+    """Evaluate harnesses on held-out tasks: accuracy, Pass@k, Pass^k, tokens, cache hit rate, cost, time."""
+    from pydantic import ValidationError
 
-    if sandbox not in ("auto", "docker", "process"):
-        fail(f"--sandbox must be auto, docker or process, not {sandbox!r}")
+    from ecdysis.config import ConfigError, field_errors, load_config
+    from ecdysis.evaluation import EvalPlan, run_eval, select_tasks
+    from ecdysis.harness import BundleError, resolve_harness
+    from ecdysis.ray_env import ensure_ray
+
+    base = None
+    if config is not None:
+        from ecdysis.cli.train_cmd import resolve_config_path
+
+        try:
+            base = load_config(resolve_config_path(config))
+        except ConfigError as err:
+            fail(str(err))
+    models = model or (list(base.models.task) if base else [])
+    if not models:
+        fail("name the task model: --model MODEL (repeat for several), or --config with a models section")
     artifacts = open_store(store)
-    plan = EvalPlan(harnesses=harness, models=model, user_model=user_model, domain=domain, split=split,
-                    n_tasks=tasks or None, task_ids=task_id or None, trials=trials, seed=seed)
-    settings = RolloutSettings(store_uri=artifacts.uri, sandbox={"type": sandbox}, workers=workers,
-                               episodes_per_worker=concurrency)
     try:  # bad input fails here, before Ray starts (which takes a while)
+        chosen = _benchmark(base, benchmark, domain, option or [])
+        plan = EvalPlan(harnesses=harness, models=models, user_model=user_model or (base.models.user if base else None),
+                        benchmark=chosen, split=split, n_tasks=tasks or None, task_ids=task_id or None,
+                        trials=trials, seed=seed)
+        if chosen.needs_user_model and not plan.user_model:
+            fail(f"benchmark {chosen.name!r} simulates a user: name its model with --user-model")
+        settings = _settings(base, artifacts.uri, sandbox, workers, concurrency)
         select_tasks(plan)
+        seeds = build(chosen).seed_harnesses()
         for spec in harness:
-            resolve_harness(spec, store=artifacts)
-    except (BundleError, TauDomainError) as err:
+            resolve_harness(spec, seeds=seeds, store=artifacts)
+    except ValidationError as err:
+        fail("; ".join(f"benchmark.{path}: {message}" for path, message in field_errors(err)))
+    except (BundleError, ValueError) as err:
         fail(str(err))
     ensure_ray(ray_address)
     try:
@@ -69,14 +98,55 @@ def eval_command(
                 failures += trajectory.reward < 1.0
                 progress.update(bar, advance=1, failures=failures)
 
-            total = len(harness) * len(model) * trials * (len(task_id) if task_id else (tasks or 0))
+            total = len(harness) * len(models) * trials * (len(task_id) if task_id else (tasks or 0))
             progress.update(bar, total=total or None)
             run_id, rows = run_eval(plan, store=artifacts, settings=settings, on_result=on_result)
-    except (BundleError, TauDomainError) as err:
+    except (BundleError, ValueError) as err:
         fail(str(err))
-    console.print(summary_table(rows, title=f"{domain} · {split} · {trials} trials · run {run_id}"),
+    what = chosen.name + (f" {getattr(chosen, 'domain', '')}" if getattr(chosen, "domain", None) else "")
+    console.print(summary_table(rows, title=f"{what} · {split} · {trials} trials · run {run_id}"),
                   width=max(console.width, 170))
     console.print(f"trajectories stored in {artifacts.uri} (run {run_id})", highlight=False)
+
+
+def _benchmark(base: Any, name: str | None, domain: str | None, options: list[str]) -> Any:
+    """The benchmark config: the run config's (or the default), with the command line's changes."""
+    fields: dict[str, Any] = {}
+    if base is not None and (name is None or name == base.benchmark.name):
+        fields = base.benchmark.model_dump(exclude={"type"})
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option takes KEY=VALUE, not {item!r}")
+        fields[key] = yaml.safe_load(value)
+    if domain is not None:
+        fields["domain"] = domain
+    chosen = name or (base.benchmark.name if base is not None else DEFAULT)
+    return config_for(chosen, **fields)
+
+
+def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | None,
+              concurrency: int | None) -> Any:
+    from pydantic import TypeAdapter
+
+    from ecdysis.rollouts import RolloutSettings
+    from ecdysis.sandbox import SandboxConfig
+
+    values: dict[str, Any] = {"store_uri": store_uri}
+    if base is not None:
+        r = base.rollouts
+        values.update(gateway=base.llm, sandbox=base.sandbox, workers=r.workers,
+                      episodes_per_worker=r.episodes_per_worker, max_attempts=r.max_attempts, max_steps=r.max_steps,
+                      wall_clock_s=r.wall_clock_s)
+    if sandbox is not None:
+        if sandbox not in ("auto", "docker", "process"):
+            raise ValueError(f"--sandbox must be auto, docker or process, not {sandbox!r}")
+        values["sandbox"] = TypeAdapter(SandboxConfig).validate_python({"type": sandbox})
+    if workers is not None:
+        values["workers"] = workers
+    if concurrency is not None:
+        values["episodes_per_worker"] = concurrency
+    return RolloutSettings(**values)
 
 
 def _progress() -> Progress:

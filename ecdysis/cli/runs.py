@@ -35,7 +35,7 @@ def list_runs(store: StoreOption = DEFAULT_STORE) -> None:
     for column in ("run", "kind", "method", "status", "created", "models"):
         table.add_column(column, no_wrap=column == "run", overflow="fold")
     for m in manifests:
-        table.add_row(m.run_id, m.kind, m.method.value if m.method else "-", m.status,
+        table.add_row(m.run_id, m.kind, m.method or "-", m.status,
                       m.created_at.strftime("%Y-%m-%d %H:%M:%S"), ", ".join(m.models) or "-")
     console.print(table)
 
@@ -71,7 +71,7 @@ def _print_manifest(run: str, manifest: RunManifest | None) -> None:
     table.add_column("value", overflow="fold")
     rows = {
         "kind": manifest.kind,
-        "method": manifest.method.value if manifest.method else "-",
+        "method": manifest.method or "-",
         "status": manifest.status,
         "created": manifest.created_at.isoformat(),
         "finished": manifest.finished_at.isoformat() if manifest.finished_at else "-",
@@ -95,7 +95,7 @@ def _print_rounds(rounds: list[RoundResult]) -> None:
     for column in ("round", "method", "base", "candidate", "accepted", "failures"):
         table.add_column(column)
     for r in sorted(rounds, key=lambda r: (r.round, r.created_at)):
-        table.add_row(str(r.round), r.method.value, f"{r.base_score:.3f}",
+        table.add_row(str(r.round), r.method, f"{r.base_score:.3f}",
                       "-" if r.candidate_score is None else f"{r.candidate_score:.3f}",
                       "yes" if r.accepted else "no", str(r.n_failures))
     console.print(table)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ecdysis.cli.common import console, fail
 from ecdysis.config import RunConfig
+from ecdysis.evolution.methods import METHODS
 from ecdysis.training import TrainingOutcome
 
 BUILTIN_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -34,8 +35,8 @@ def resolve_config_path(name: str) -> Path:
 
 def train_command(
     config: Annotated[str, typer.Argument(help="Run config YAML, or a built-in config name (demo, airline).")],
-    method: Annotated[str | None, typer.Option("--method", help="se, ecdysis or ecdysis-fdcr (default: the "
-                                               "config's training.method).")] = None,
+    method: Annotated[str | None, typer.Option("--method", help=f"{', '.join(METHODS)} (default: the config's "
+                                               "training.method).")] = None,
     resume: Annotated[str | None, typer.Option("--resume", help="Continue this run id where it stopped.")] = None,
     store: Annotated[str | None, typer.Option("--store", help="Override storage.uri.")] = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Override ray.address.")] = None,
@@ -54,8 +55,8 @@ def train_command(
         updates["storage"] = cfg.storage.model_copy(update={"uri": store})
     if ray_address:
         updates["ray"] = cfg.ray.model_copy(update={"address": ray_address})
-    if method is not None and method not in ("se", "ecdysis", "ecdysis-fdcr"):
-        fail(f"--method must be se, ecdysis or ecdysis-fdcr, not {method!r}")
+    if method is not None and method not in METHODS:
+        fail(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
     run_training(cfg.model_copy(update=updates), method=method, resume=resume, heldout=heldout)
 
 
@@ -68,16 +69,17 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
 
     from ecdysis.llm import BudgetExceeded
     from ecdysis.ray_env import ensure_ray
-    from ecdysis.records import Method
     from ecdysis.training import default_run_id, start_driver
 
-    chosen = Method(method or cfg.training.method)
+    chosen = method or cfg.training.method
     if not cfg.storage.uri.startswith(("/", "s3://")):
         cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(
             update={"uri": os.path.abspath(cfg.storage.uri)})})
     run_id = resume or default_run_id(cfg, chosen)
     ensure_ray(cfg.ray.address, num_cpus=cfg.ray.num_cpus)
-    console.print(f"[bold]training[/] run {run_id} · method {chosen.value} · {cfg.benchmark.domain} · "
+    what = cfg.benchmark.name + (f" {getattr(cfg.benchmark, 'domain', '')}" if getattr(cfg.benchmark, "domain", None)
+                                 else "")
+    console.print(f"[bold]training[/] run {run_id} · method {chosen} · {what} · "
                   f"models {', '.join(cfg.models.task)} · store {cfg.storage.uri}", highlight=False)
     driver = start_driver(cfg, method=chosen, run_id=run_id)
     try:
@@ -88,7 +90,7 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
         if isinstance(cause, BudgetExceeded):
             fail(f"run {run_id} stopped: {cause}. Everything done so far is kept; resume with --resume {run_id}")
         fail(f"run {run_id} failed: {cause}. Completed steps are checkpointed; resume with --resume {run_id}")
-    rounds = Table(title=f"run {outcome.run_id} · {outcome.method.value}")
+    rounds = Table(title=f"run {outcome.run_id} · {outcome.method}")
     for column in ("round", "base", "candidate", "decision", "failures", "mod. calls", "eval s", "diag s",
                    "code s", "cand. eval s", "note"):
         rounds.add_column(column, justify="left" if column in ("decision", "note") else "right")

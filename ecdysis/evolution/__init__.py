@@ -1,37 +1,43 @@
-"""Evolution methods: failure records, diagnosis, coding agents, validation, acceptance and the training loop.
+"""Evolution methods: failure records, the method registry, diagnosis (FDCR included), coding agents, validation,
+acceptance and the checkpointed training loop.
 
->>> from ecdysis.evolution import TrainingConfig, TrainingLoop, BatchDiagnoser, BuiltinCodingAgent   # doctest: +SKIP
+>>> from ecdysis.evolution import LoopSettings, TrainingLoop, METHODS, BuiltinCodingAgent   # doctest: +SKIP
 """
 
 from ecdysis.evolution.acceptance import AcceptancePolicy, Decision, StrictImprovement
-from ecdysis.evolution.checkpoints import Checkpoints
+from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, LoopSettings
 from ecdysis.evolution.coding import BuiltinCodingAgent, BundleWorkspace
-from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser, diagnoser_for
+from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
 from ecdysis.evolution.external import ExternalCLICodingAgent, ExternalCLIConfig
 from ecdysis.evolution.failures import failures_from, trim_for_context
 from ecdysis.evolution.gateway_proxy import GatewayProxy
-from ecdysis.evolution.loop import TrainingConfig, TrainingLoop, TrainingResult, score
+from ecdysis.evolution.loop import TrainingLoop, TrainingResult, score
+from ecdysis.evolution.methods import METHODS, DiagnoserParts, EvolutionMethod, method
 from ecdysis.evolution.validation import ValidationResult, check_bundle, run_selftest, validate_bundle
 
 __all__ = [
+    "METHODS",
     "AcceptancePolicy",
     "BatchDiagnoser",
     "BuiltinCodingAgent",
     "BundleWorkspace",
+    "CheckpointError",
     "Checkpoints",
     "Decision",
+    "DiagnoserParts",
+    "EvolutionMethod",
     "ExternalCLICodingAgent",
     "ExternalCLIConfig",
     "GatewayProxy",
+    "LoopSettings",
     "SequentialDiagnoser",
     "StrictImprovement",
-    "TrainingConfig",
     "TrainingLoop",
     "TrainingResult",
     "ValidationResult",
     "check_bundle",
-    "diagnoser_for",
     "failures_from",
+    "method",
     "run_selftest",
     "score",
     "trim_for_context",

@@ -54,10 +54,3 @@ def rollout_stats(trajectories: Sequence[Trajectory], wall_time_s: float) -> Pha
     """An evaluation phase's cost, from its trajectories (rollouts may run in other processes)."""
     return PhaseStats(wall_time_s=wall_time_s, tokens=sum((t.tokens for t in trajectories), TokenUsage()),
                       llm_calls=sum(t.llm_calls for t in trajectories))
-
-
-def add_stats(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    """The sum of two dumped :class:`PhaseStats` (as stored in checkpoints)."""
-    a, b = PhaseStats.model_validate(total), PhaseStats.model_validate(more)
-    return PhaseStats(wall_time_s=a.wall_time_s + b.wall_time_s, tokens=a.tokens + b.tokens,
-                      llm_calls=a.llm_calls + b.llm_calls).model_dump(mode="json")

@@ -5,7 +5,7 @@ write_file, edit_file, run_selftest, done) for at most ``max_turns`` turns. Ever
 and refused otherwise, so nothing is ever written outside the copy. A broken result is not this agent's concern:
 candidate validation rejects it.
 
->>> agent = BuiltinCodingAgent(gateway, "scripted/ecdysis.evolution.scripted:coder", backend)   # doctest: +SKIP
+>>> agent = BuiltinCodingAgent(gateway, "scripted/ecdysis.benchmarks.tau2.scripted:coder", backend)   # doctest: +SKIP
 >>> agent.apply(spec, private_copy, run_id="r1", round=0)                                     # doctest: +SKIP
 """
 
@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ecdysis.evolution.bundles import harness_hash
-from ecdysis.evolution.prompts import bundle_files, render
-from ecdysis.evolution.validation import ValidationResult, check_bundle, run_selftest
+from ecdysis.evolution.prompts import render
+from ecdysis.evolution.validation import run_selftest
+from ecdysis.harness import ValidationResult, check_bundle, harness_hash
+from ecdysis.harness import file_names as bundle_files
 from ecdysis.protocols import LLMClient, SandboxBackend
 from ecdysis.records import ModificationSpec, Role
 

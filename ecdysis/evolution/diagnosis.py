@@ -2,22 +2,23 @@
 
 ``BatchDiagnoser`` (method ``ecdysis``) sees every failure record of a round at once; ``SequentialDiagnoser`` is
 the building block of the ``se`` baseline, called once per failure record. Both implement
-:class:`ecdysis.protocols.Diagnoser`.
+:class:`ecdysis.protocols.Diagnoser`; :mod:`ecdysis.evolution.methods` says which method uses which.
 
->>> diagnoser = BatchDiagnoser(gateway, "scripted/ecdysis.evolution.scripted:diagnoser")   # doctest: +SKIP
+>>> diagnoser = BatchDiagnoser(gateway, "scripted/ecdysis.benchmarks.tau2.scripted:diagnoser")   # doctest: +SKIP
 >>> spec = diagnoser.diagnose(records, Path("bundle"), run_id="r1", round=0)            # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from ecdysis.evolution.failures import trim_for_context
-from ecdysis.evolution.prompts import harness_source, render
-from ecdysis.protocols import Diagnoser, LLMClient
-from ecdysis.records import FailureRecord, Method, ModificationSpec, Role, stable_hash
+from ecdysis.evolution.prompts import render
+from ecdysis.harness import harness_source
+from ecdysis.protocols import LLMClient
+from ecdysis.records import FailureRecord, ModificationSpec, Role, stable_hash
 
 
 class PromptDiagnoser:
@@ -65,24 +66,3 @@ class SequentialDiagnoser(PromptDiagnoser):
 
     template = "diagnose_single"
     method = "se"
-
-
-def diagnoser_for(llm: LLMClient, model: str, *, fdcr: Diagnoser | None = None,
-                  prompt_chars: int = 70_000) -> Callable[[Method], Diagnoser]:
-    """The training loop's ``diagnoser_for_method``: ``se`` → :class:`SequentialDiagnoser`, ``ecdysis`` →
-    :class:`BatchDiagnoser`, ``ecdysis-fdcr`` → ``fdcr`` (required for that method). ``prompt_chars`` bounds the
-    failure evidence plus harness source of one prompt (4/7 evidence, 3/7 source) to fit the model's context."""
-    budgets = {"max_failure_chars": prompt_chars * 4 // 7, "max_source_chars": prompt_chars * 3 // 7}
-
-    def choose(method: Method) -> Diagnoser:
-        if method == Method.SE:
-            return SequentialDiagnoser(llm, model, **budgets)
-        if method == Method.ECDYSIS:
-            return BatchDiagnoser(llm, model, **budgets)
-        if method == Method.ECDYSIS_FDCR:
-            if fdcr is None:
-                raise ValueError("method 'ecdysis-fdcr' needs an FDCR diagnoser (diagnoser_for(..., fdcr=...))")
-            return fdcr
-        raise ValueError(f"method {method.value!r} does not diagnose (only se, ecdysis, ecdysis-fdcr do)")
-
-    return choose

@@ -6,7 +6,7 @@ and budgets. The model name in the request is ignored: the proxy always uses the
 It listens on 127.0.0.1 (TCP) or on a unix socket (mounted into a no-network container). Streaming requests get the
 whole answer as one chunk.
 
->>> with GatewayProxy(gateway, "scripted/ecdysis.evolution.scripted:coder") as proxy:   # doctest: +SKIP
+>>> with GatewayProxy(gateway, "scripted/ecdysis.benchmarks.tau2.scripted:coder") as proxy:   # doctest: +SKIP
 ...     print(proxy.base_url)        # http://127.0.0.1:<port>/v1
 """
 

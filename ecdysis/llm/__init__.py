@@ -20,7 +20,6 @@ from ecdysis.llm.errors import (
 if TYPE_CHECKING:
     from ecdysis.llm.gateway import Gateway
     from ecdysis.llm.local_server import LocalModelServer
-    from ecdysis.llm.stub_server import StubServer
 
 __all__ = [
     "BudgetExceeded",
@@ -34,11 +33,9 @@ __all__ = [
     "ModelConfig",
     "ProviderBlockedError",
     "StructuredOutputError",
-    "StubServer",
 ]
 
-_LAZY = {"Gateway": "ecdysis.llm.gateway", "LocalModelServer": "ecdysis.llm.local_server",
-         "StubServer": "ecdysis.llm.stub_server"}
+_LAZY = {"Gateway": "ecdysis.llm.gateway", "LocalModelServer": "ecdysis.llm.local_server"}
 
 
 def __getattr__(name: str) -> Any:

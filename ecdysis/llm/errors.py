@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ecdysis.errors import Fatal
+
 
 class GatewayError(Exception):
     """Base of every gateway error."""
 
 
-class ProviderBlockedError(GatewayError):
+class ProviderBlockedError(GatewayError, Fatal):
     """A model that would reach a real provider while ``ECDYSIS_BLOCK_PROVIDERS=1`` (tests, offline runs)."""
 
 
@@ -31,7 +33,7 @@ class DeadlineExceeded(LLMCallError):
     flight was cut off by its timeout rather than waited for."""
 
 
-class BudgetExceeded(GatewayError):
+class BudgetExceeded(GatewayError, Fatal):
     """The run crossed its USD or token budget. Calls made so far are recorded; the caller stops the run."""
 
     def __init__(self, message: str, *, run_id: str, usage: dict[str, Any], completion: Any = None) -> None:

@@ -6,7 +6,7 @@ Example::
     from ecdysis.records import Role
 
     with Gateway(GatewayConfig(max_usd=5.0), store=store) as gateway:
-        reply = gateway.complete("scripted/ecdysis.models.scripted:echo", [{"role": "user", "content": "hi"}],
+        reply = gateway.complete("scripted/ecdysis.testing.models:echo", [{"role": "user", "content": "hi"}],
                                  role=Role.TASK, context={"run_id": "r1", "round": 0})
         print(reply.content, gateway.usage().as_dict())
 """

@@ -43,8 +43,8 @@ class RunData:
     def method(self) -> str:
         """The run's method (``ecdysis-fdcr``, ``human``...), from its manifest or its rounds; ``-`` if unknown."""
         if self.manifest is not None and self.manifest.method is not None:
-            return self.manifest.method.value
-        return self.rounds[0].method.value if self.rounds else "-"
+            return self.manifest.method
+        return self.rounds[0].method if self.rounds else "-"
 
     @property
     def kind(self) -> str:

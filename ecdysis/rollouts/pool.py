@@ -24,7 +24,7 @@ class RolloutPool:
 
     Example::
 
-        pool = RolloutPool(RolloutSettings(sandbox={"type": "process"}), store=ArtifactStore("./runs"))
+        pool = RolloutPool(RolloutSettings(sandbox=ProcessSandboxConfig()), store=ArtifactStore("./runs"))
         trajectories = pool.evaluate(requests)
         pool.close()
     """
@@ -159,7 +159,7 @@ class RolloutPool:
         if self.extra_usage is not None:
             more_tokens, more_usd = self.extra_usage()
             tokens, usd = tokens + more_tokens, usd + more_usd
-        max_tokens, max_usd = self.settings.gateway.get("max_tokens"), self.settings.gateway.get("max_usd")
+        max_tokens, max_usd = self.settings.gateway.max_tokens, self.settings.gateway.max_usd
         if max_tokens is not None and tokens >= max_tokens:
             return f"{tokens:.0f} tokens of max_tokens={max_tokens}"
         if max_usd is not None and usd >= max_usd:

@@ -1,23 +1,29 @@
-"""What a rollout worker needs to build its parts in its own process (serializable, no live objects)."""
+"""What a rollout worker needs to build its parts in its own process: typed component configs (they pickle)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from ecdysis.benchmarks import BenchmarkConfig, default_config
+from ecdysis.llm.config import GatewayConfig
+from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
 
 
 class RolloutSettings(BaseModel):
-    """Settings shipped to every `RolloutWorker`; each worker builds its gateway, sandbox and store from them."""
+    """Settings shipped to every `RolloutWorker`; each worker builds its gateway, sandbox, store and benchmarks from
+    them."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     store_uri: str = "./runs"
     """Artifact store for trajectories, llm_calls and the response cache."""
-    gateway: dict[str, Any] = Field(default_factory=dict)
-    """`ecdysis.llm.GatewayConfig` fields."""
-    sandbox: dict[str, Any] = Field(default_factory=lambda: {"type": "auto"})
-    """`ecdysis.sandbox` config (docker / process / auto)."""
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    """The LLM gateway (response cache, retries, budgets)."""
+    sandbox: SandboxConfig = Field(default_factory=AutoSandboxConfig)
+    """The sandbox backend (docker / process / auto)."""
+    benchmarks: list[BenchmarkConfig] = Field(default_factory=lambda: [default_config()])
+    """Benchmarks whose episodes this pool runs; each worker builds and preloads them before running episodes in
+    threads (a request's task names its benchmark)."""
     workers: int | None = None
     """Rollout worker actors; default: one per CPU of the Ray cluster, at least 1."""
     worker_resources: dict[str, float] = Field(default_factory=dict)
@@ -25,8 +31,6 @@ class RolloutSettings(BaseModel):
     offer that resource."""
     episodes_per_worker: int = 8
     """Episodes one worker runs at once (they mostly wait on the model)."""
-    preload_domains: list[str] = Field(default_factory=lambda: ["airline"])
-    """τ² domains each worker parses when it starts, before it runs episodes in threads."""
     episode_grace_s: float = 120.0
     """An episode still running this long past its wall-clock budget is deemed hung: its worker is replaced and
     the episode retried as an infrastructure fault."""

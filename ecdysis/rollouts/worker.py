@@ -1,4 +1,4 @@
-"""A Ray actor that runs tau2 episodes in sandboxes, several at once, and always returns a Trajectory."""
+"""A Ray actor that runs episodes of any benchmark in sandboxes, several at once, and always returns a Trajectory."""
 
 from __future__ import annotations
 
@@ -16,22 +16,23 @@ class RolloutWorker:
 
     Example::
 
-        worker = RolloutWorker(RolloutSettings(sandbox={"type": "process"}))
-        trajectory = worker.run(request)  # an ecdysis.tau.episode.EpisodeRequest
+        worker = RolloutWorker(RolloutSettings(sandbox=ProcessSandboxConfig()))
+        trajectory = worker.run(request)  # an ecdysis.protocols.EpisodeRequest
     """
 
     def __init__(self, settings: RolloutSettings) -> None:
+        from ecdysis.benchmarks import build
+
         self.settings = settings
         self._store: Any = None
         self._gateway: Any = None
         self._backend: Any = None
         self._lock = threading.Lock()
-        # Parse the domains while this process has one thread: a first τ² import racing with sandbox forks in
-        # other threads broke loguru's locks (a crash or a hang) in about 1 of 8 first episodes.
-        from ecdysis.tau.domain import TauDomain
-
-        for domain in settings.preload_domains:
-            TauDomain.load(domain)
+        # Build and load the benchmarks while this process has one thread: a first τ² import racing with sandbox
+        # forks in other threads broke loguru's locks (a crash or a hang) in about 1 of 8 first episodes.
+        self.benchmarks = {config.name: build(config) for config in settings.benchmarks}
+        for benchmark in self.benchmarks.values():
+            benchmark.preload()
 
     def _parts(self) -> tuple[Any, Any, Any]:
         with self._lock:
@@ -39,16 +40,13 @@ class RolloutWorker:
 
     def _build_parts(self) -> tuple[Any, Any, Any]:
         if self._gateway is None:
-            from pydantic import TypeAdapter
-
-            from ecdysis.llm import Gateway, GatewayConfig
-            from ecdysis.sandbox import SandboxConfig, make_backend
+            from ecdysis.llm import Gateway
+            from ecdysis.sandbox import make_backend
             from ecdysis.store import ArtifactStore
 
             self._store = ArtifactStore(self.settings.store_uri)
-            self._gateway = Gateway(GatewayConfig(**self.settings.gateway), store=self._store)
-            sandbox_config = TypeAdapter(SandboxConfig).validate_python(self.settings.sandbox)
-            self._backend = make_backend(sandbox_config)
+            self._gateway = Gateway(self.settings.gateway, store=self._store)
+            self._backend = make_backend(self.settings.sandbox)
         return self._store, self._gateway, self._backend
 
     def ping(self) -> str:
@@ -59,14 +57,14 @@ class RolloutWorker:
 
     def run(self, request: Any) -> Trajectory:
         """One episode. Faults of the worker's own parts become an infrastructure_error record, never a raise."""
-        from ecdysis.tau.domain import TauDomain
-        from ecdysis.tau.episode import run_episode
-
         started = time.monotonic()
         try:
             _, gateway, backend = self._parts()
-            domain = TauDomain.load(request.task.domain)
-            trajectory = run_episode(request, backend=backend, llm=gateway, domain=domain)
+            benchmark = self.benchmarks.get(request.task.benchmark)
+            if benchmark is None:
+                raise ValueError(f"this pool runs no benchmark {request.task.benchmark!r} (it runs "
+                                 f"{', '.join(self.benchmarks)}): list it in RolloutSettings.benchmarks")
+            trajectory = benchmark.run(request, backend, gateway)
             gateway.flush()
             return trajectory
         except Exception as exc:

@@ -7,7 +7,7 @@
 ...                        wall_clock_s=600, max_requests=200)         # doctest: +SKIP
 """
 
-from ecdysis.sandbox.bundle import BundleError, bundle_hash
+from ecdysis.harness.files import BundleError, bundle_hash
 from ecdysis.sandbox.config import (
     AutoSandboxConfig,
     DockerSandboxConfig,

@@ -10,8 +10,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ecdysis.sandbox.bundle import RUNTIME_PATH, bundle_files, runtime_hash
+from ecdysis.harness.files import bundle_files
 from ecdysis.sandbox.errors import SandboxUnavailable
+from ecdysis.sandbox.runtime import RUNTIME_PATH, runtime_hash
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from ecdysis.harness.files import bundle_files
 from ecdysis.sandbox.allowlist import MountPlan
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
-from ecdysis.sandbox.bundle import RUNTIME_PATH, bundle_files
 from ecdysis.sandbox.cgroups import SandboxCgroup, cgroups_available
 from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
+from ecdysis.sandbox.runtime import RUNTIME_PATH
 from ecdysis.sandbox.uids import UidLease, lease_uid
 
 log = logging.getLogger(__name__)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from ecdysis.errors import Fatal
 
-class StoreError(Exception):
-    """Base of every store failure."""
+
+class StoreError(Fatal):
+    """Base of every store failure (systemic: a run stops on it)."""
 
 
 class UnsupportedURIError(StoreError, ValueError):

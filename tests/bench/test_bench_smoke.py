@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m ecdysis.bench --quick``: every section runs at tiny size against the real parts (Ray,
+"""Smoke test of ``python -m benchmarks --quick``: every section runs at tiny size against the real parts (Ray,
 sandboxes, litellm, the loopback latency server, ``tau2 run``) and its figures are well-formed. No timing asserts."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ecdysis.bench.replies import known_tasks, reply
-from ecdysis.bench.suite import SECTIONS, main
+from benchmarks.suite import SECTIONS, main
+from ecdysis.testing.tau2_replies import known_tasks, reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -99,9 +99,9 @@ def test_sandbox_and_cpu_figures(quick: tuple[int, dict[str, Any], str]) -> None
 
 def test_stub_replies_identify_the_task_from_the_conversation() -> None:
     assert "7" in known_tasks("airline")
-    from ecdysis.tau.domain import TauDomain
-    from ecdysis.tau.scripted import scripted_user
-    from ecdysis.tau.user import system_prompt
+    from ecdysis.benchmarks.tau2.domain import TauDomain
+    from ecdysis.benchmarks.tau2.scripted import scripted_user
+    from ecdysis.benchmarks.tau2.user import system_prompt
 
     task = TauDomain.load("airline").task("7")
     context = {"domain": "airline", "task_id": "7"}

@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-from ecdysis.evolution import scenario
+from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
+from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
 from ecdysis.evolution.coding import BuiltinCodingAgent
-from ecdysis.evolution.diagnosis import diagnoser_for
-from ecdysis.evolution.loop import TrainingConfig, TrainingLoop
 from ecdysis.llm import Gateway
-from ecdysis.protocols import SandboxBackend
-from ecdysis.records import Method, Trajectory
+from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
+from ecdysis.records import Trajectory
 from ecdysis.sandbox import ProcessSandboxConfig, make_backend
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import create_bucket
+from ecdysis.testing.s3 import create_bucket
 
-SCRIPTED = "scripted/ecdysis.evolution.scripted"
+SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
+REFUND_DESK = RefundDeskBenchmark()
 TASK_MODEL = f"{SCRIPTED}:task_model"
 DIAGNOSER = f"{SCRIPTED}:diagnoser"
 CODER = f"{SCRIPTED}:coder"
@@ -53,7 +53,24 @@ def gateway(store: ArtifactStore) -> Iterator[Gateway]:
 
 @pytest.fixture
 def seed(tmp_path: Path) -> Path:
-    return scenario.write_seed_harness(tmp_path / "seed")
+    """A private copy of the refund desk's seed harness."""
+    from ecdysis.harness import copy_bundle
+
+    return copy_bundle(REFUND_DESK.seed_harnesses()["human"], tmp_path / "seed")
+
+
+def refund_desk_episodes(backend: SandboxBackend, llm: LLMClient, model: str, run_id: str,
+                         task_ids: list[str] | None = None) -> Callable[[Path, str, int, str], list[Trajectory]]:
+    """An ``evaluate(bundle_dir, harness_hash, round, phase)`` for the training loop: one refund-desk episode per
+    task, through the benchmark seam."""
+    tasks = REFUND_DESK.tasks(None, ids=task_ids)
+
+    def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Trajectory]:
+        return [REFUND_DESK.run(EpisodeRequest(task=task, harness_dir=bundle_dir, harness_hash=harness_hash,
+                                               model=model, run_id=run_id, round=round_, phase=phase, max_steps=12,
+                                               wall_clock_s=60), backend, llm) for task in tasks]
+
+    return evaluate
 
 
 class Counting:
@@ -73,18 +90,18 @@ def make_loop(tmp_path: Path, store: ArtifactStore, gateway: Gateway, backend: S
               seed: Path) -> Callable[..., tuple[TrainingLoop, Counting]]:
     """``make_loop(run_id, method, coder=..., stop_hook=..., workspace=...)`` → (loop, its evaluate)."""
 
-    def build(run_id: str, method: Method, *, coder: str = CODER, diagnoser: str = DIAGNOSER, workspace: str = "ws",
-              on: ArtifactStore | None = None, **overrides: Any) -> tuple[TrainingLoop, Counting]:
+    def build(run_id: str, method_name: str, *, coder: str = CODER, diagnoser: str = DIAGNOSER,
+              workspace: str = "ws", on: ArtifactStore | None = None,
+              **overrides: Any) -> tuple[TrainingLoop, Counting]:
         """``on``: another store than the test's local one (the gateway then keeps its cache there too)."""
         stop_hook = overrides.pop("stop_hook", None)
         target, llm = (store, gateway) if on is None else (on, Gateway(store=on))
-        config = TrainingConfig(run_id=run_id, method=method, harness_dir=seed, workspace=tmp_path / workspace,
+        settings = LoopSettings(run_id=run_id, method=method_name, harness_dir=seed, workspace=tmp_path / workspace,
                                 **overrides)
-        evaluate = Counting(scenario.make_evaluate(backend, llm, TASK_MODEL, run_id))
-
+        evaluate = Counting(refund_desk_episodes(backend, llm, TASK_MODEL, run_id))
         agent = BuiltinCodingAgent(llm, coder, backend)
-        loop = TrainingLoop(config, target, llm, backend, evaluate, diagnoser_for(llm, diagnoser), agent,
-                            stop_hook=stop_hook)
+        diagnosis = method(method_name).diagnoser(DiagnoserParts(llm=llm, model=diagnoser))
+        loop = TrainingLoop(settings, target, llm, backend, evaluate, diagnosis, agent, stop_hook=stop_hook)
         return loop, evaluate
 
     return build

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from ecdysis.evolution.bundles import copy_bundle
+from ecdysis.benchmarks.refund_desk.scripted import FIX_MARKER, FIXES
 from ecdysis.evolution.coding import BuiltinCodingAgent, BundleWorkspace, ToolError
-from ecdysis.evolution.scripted import FIX_MARKER
+from ecdysis.harness import copy_bundle
 from ecdysis.llm import Gateway
 from ecdysis.protocols import SandboxBackend
 from ecdysis.records import ModificationSpec, ProposedChange, Role
 from ecdysis.store import ArtifactStore
 
-CODER = "scripted/ecdysis.evolution.scripted:coder"
+CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder"
 SPEC = ModificationSpec(spec_id="s1", proposed_changes=[ProposedChange(
-    component="validation_rules", description="Block refunds above the item price.", rationale="flaw")])
+    component="validation_rules", description=FIXES[0].hint, rationale="flaw")])
 
 
 def test_scripted_coder_applies_the_spec_through_the_tools(gateway: Gateway, store: ArtifactStore,

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser, diagnoser_for
+from ecdysis.evolution import DiagnoserParts, method
+from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
 from ecdysis.evolution.failures import failures_from
 from ecdysis.llm import Gateway
-from ecdysis.records import FailureRecord, Method, Role, Task, TerminationReason, ToolCall, Trajectory
+from ecdysis.records import FailureRecord, Role, Task, TerminationReason, ToolCall, Trajectory
 from ecdysis.store import ArtifactStore
 
-DIAGNOSER = "scripted/ecdysis.evolution.scripted:diagnoser"
+DIAGNOSER = "scripted/ecdysis.benchmarks.refund_desk.scripted:diagnoser"
 
 
 def failures(n: int) -> list[FailureRecord]:
@@ -52,16 +53,18 @@ def test_prompt_carries_every_record_and_the_harness_source(gateway: Gateway, se
     assert "ONE failure record" in single["content"]
 
 
-def test_diagnoser_for_each_method(gateway: Gateway) -> None:
-    choose = diagnoser_for(gateway, DIAGNOSER)
-    assert isinstance(choose(Method.SE), SequentialDiagnoser)
-    assert isinstance(choose(Method.ECDYSIS), BatchDiagnoser)
-    with pytest.raises(ValueError, match="needs an FDCR diagnoser"):
-        choose(Method.ECDYSIS_FDCR)
-    with pytest.raises(ValueError, match="does not diagnose"):
-        choose(Method.HUMAN)
-    batch = BatchDiagnoser(gateway, "scripted/other:model")
-    assert diagnoser_for(gateway, DIAGNOSER, fdcr=batch)(Method.ECDYSIS_FDCR) is batch
+def test_each_method_names_its_diagnoser_and_its_requests(gateway: Gateway) -> None:
+    from ecdysis.evolution.fdcr import FDCRDiagnoser
+
+    parts = DiagnoserParts(llm=gateway, model=DIAGNOSER)
+    assert isinstance(method("se").diagnoser(parts), SequentialDiagnoser)
+    assert isinstance(method("ecdysis").diagnoser(parts), BatchDiagnoser)
+    assert isinstance(method("ecdysis-fdcr").diagnoser(parts), FDCRDiagnoser)
+    records = failures(3)
+    assert method("se").requests(records) == [[r] for r in records]
+    assert method("ecdysis").requests(records) == method("ecdysis-fdcr").requests(records) == [records]
+    with pytest.raises(ValueError, match="unknown evolution method 'human'; known: se, ecdysis, ecdysis-fdcr"):
+        method("human")
 
 
 def test_diagnosis_needs_failures(gateway: Gateway, seed: Path) -> None:

@@ -17,7 +17,7 @@ from ecdysis.evolution.external import (
 from ecdysis.llm import Gateway
 from ecdysis.records import ModificationSpec
 
-ECHO = "scripted/ecdysis.evolution.scripted:echo"
+ECHO = "scripted/ecdysis.testing.evolution:echo"
 
 
 def test_config_rejects_bad_fields_by_name() -> None:

@@ -6,15 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import refund_desk_episodes
 
-from ecdysis.evolution import scenario
 from ecdysis.evolution.failures import failures_from, trim_for_context
 from ecdysis.llm import Gateway
 from ecdysis.protocols import SandboxBackend
 from ecdysis.records import Task, TerminationReason, ToolCall, Trajectory
 from ecdysis.sandbox import bundle_hash
 
-TASK_MODEL = "scripted/ecdysis.evolution.scripted:task_model"
+TASK_MODEL = "scripted/ecdysis.benchmarks.refund_desk.scripted:task_model"
 
 
 def trajectory(reason: TerminationReason = TerminationReason.USER_STOP, reward: float = 0.0,
@@ -26,9 +26,7 @@ def trajectory(reason: TerminationReason = TerminationReason.USER_STOP, reward: 
 def test_signatures_of_real_episodes_are_deterministic(backend: SandboxBackend, gateway: Gateway,
                                                        seed: Path) -> None:
     def failures_of(run_id: str, trial: int) -> list[tuple[str, str, str, str]]:
-        trajectories = [scenario.run_episode(backend, seed, bundle_hash(seed), task_id, llm=gateway,
-                                             model=TASK_MODEL, run_id=run_id, trial=trial)
-                        for task_id in scenario.TASK_IDS]
+        trajectories = refund_desk_episodes(backend, gateway, TASK_MODEL, run_id)(seed, bundle_hash(seed), 0, "eval")
         records = failures_from(trajectories)
         assert len({r.failure_id for r in records}) == len(records)
         return sorted((r.task_id, r.signature, r.failing_component, r.failure_decision) for r in records)

@@ -18,10 +18,10 @@ from ecdysis.evolution.gateway_proxy import GatewayProxy
 from ecdysis.llm import Gateway
 from ecdysis.records import Role
 from ecdysis.store import ArtifactStore
-from ecdysis.store.testing import free_port
+from ecdysis.testing.s3 import free_port
 
-ECHO = "scripted/ecdysis.evolution.scripted:echo"
-CODER = "scripted/ecdysis.evolution.scripted:coder"
+ECHO = "scripted/ecdysis.testing.evolution:echo"
+CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder"
 BASE_IMAGE = "ecdysis-sandbox-base:local"
 
 

@@ -7,24 +7,24 @@ from typing import Any
 
 import pytest
 
-from ecdysis.evolution import scenario
-from ecdysis.evolution.scripted import FIX_MARKER
-from ecdysis.records import Method
+from ecdysis.benchmarks.refund_desk.environment import TASK_IDS
+from ecdysis.benchmarks.refund_desk.scripted import FIX_MARKER
 from ecdysis.store import ArtifactStore
 
-SCRIPTED = "scripted/ecdysis.evolution.scripted"
+SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
+ECDYSIS, SE = "ecdysis", "se"
 
 class Crash(RuntimeError):
     """Stands for a crash of the training process at a chosen step."""
 
 
-BASE_SCORE = 1 / len(scenario.TASK_IDS)  # only the order without shipping passes under the seed harness
+BASE_SCORE = 1 / len(TASK_IDS)  # only the order without shipping passes under the seed harness
 
 
 def test_ecdysis_fixes_the_flaw_with_fewer_modification_calls_than_se(
         make_loop: Callable[..., Any], store: ArtifactStore) -> None:
-    ecdysis_loop, _ = make_loop("run-ecdysis", Method.ECDYSIS)
-    se_loop, _ = make_loop("run-se", Method.SE, workspace="ws-se")
+    ecdysis_loop, _ = make_loop("run-ecdysis", ECDYSIS)
+    se_loop, _ = make_loop("run-se", SE, workspace="ws-se")
     batch = ecdysis_loop.run()
     sequential = se_loop.run()
 
@@ -61,7 +61,7 @@ def test_ecdysis_fixes_the_flaw_with_fewer_modification_calls_than_se(
 
 def test_candidate_that_lowers_the_score_is_rolled_back(make_loop: Callable[..., Any],
                                                         store: ArtifactStore) -> None:
-    loop, _ = make_loop("run-worse", Method.ECDYSIS, coder=f"{SCRIPTED}:coder_lower_score", max_rounds=1)
+    loop, _ = make_loop("run-worse", ECDYSIS, coder=f"{SCRIPTED}:coder_lower_score", max_rounds=1)
     result = loop.run()
     (round0,) = result.rounds
     assert round0.candidate_score == pytest.approx(0.0)
@@ -79,7 +79,7 @@ def test_candidate_that_lowers_the_score_is_rolled_back(make_loop: Callable[...,
 ])
 def test_coding_agent_that_breaks_the_harness_is_rejected_with_its_reason(
         make_loop: Callable[..., Any], store: ArtifactStore, coder: str, reason: str) -> None:
-    loop, evaluate = make_loop(f"run-{coder}", Method.ECDYSIS, coder=f"{SCRIPTED}:{coder}", max_rounds=1)
+    loop, evaluate = make_loop(f"run-{coder}", ECDYSIS, coder=f"{SCRIPTED}:{coder}", max_rounds=1)
     result = loop.run()
     (round0,) = result.rounds
     assert not round0.accepted and round0.candidate_score is None
@@ -91,7 +91,8 @@ def test_coding_agent_that_breaks_the_harness_is_rejected_with_its_reason(
 
 
 def test_a_diagnoser_that_never_answers_rejects_the_round(make_loop: Callable[..., Any]) -> None:
-    loop, evaluate = make_loop("run-mute", Method.ECDYSIS, diagnoser=f"{SCRIPTED}:diagnoser_garbage", max_rounds=1)
+    loop, evaluate = make_loop("run-mute", ECDYSIS, diagnoser="scripted/ecdysis.testing.evolution:diagnoser_garbage",
+                               max_rounds=1)
     (round0,) = loop.run().rounds
     assert not round0.accepted and round0.note.startswith("candidate rejected: diagnosis failed")
     assert "StructuredOutputError" in round0.note
@@ -100,17 +101,17 @@ def test_a_diagnoser_that_never_answers_rejects_the_round(make_loop: Callable[..
 
 
 def test_resume_on_s3(make_loop: Callable[..., Any], s3_store: ArtifactStore) -> None:
-    reference, _ = make_loop("s3-ref", Method.ECDYSIS, workspace="ws-ref", on=s3_store)
+    reference, _ = make_loop("s3-ref", ECDYSIS, workspace="ws-ref", on=s3_store)
     expected = reference.run()
 
     def stop_hook(round_: int, step: str) -> None:
         if step == "r0/candidate_built":
             raise Crash(step)
 
-    crashing, _ = make_loop("s3-crash", Method.ECDYSIS, workspace="ws-crash", on=s3_store, stop_hook=stop_hook)
+    crashing, _ = make_loop("s3-crash", ECDYSIS, workspace="ws-crash", on=s3_store, stop_hook=stop_hook)
     with pytest.raises(Crash):
         crashing.run()
-    resumed, resumed_eval = make_loop("s3-crash", Method.ECDYSIS, workspace="ws-resume", on=s3_store)
+    resumed, resumed_eval = make_loop("s3-crash", ECDYSIS, workspace="ws-resume", on=s3_store)
     result = resumed.resume("s3-crash")
     assert (result.final_hash, result.final_score) == (expected.final_hash, expected.final_score)
     assert [phase for _, _, phase in resumed_eval.calls] == ["candidate"]  # the base evaluation came from S3
@@ -119,14 +120,14 @@ def test_resume_on_s3(make_loop: Callable[..., Any], s3_store: ArtifactStore) ->
 
 ECDYSIS_STEPS = ["r0/base_evaluated", "r0/spec-0", "r0/modification", "r0/candidate_built",
                  "r0/candidate_evaluated", "r0/decided", "r1/base_evaluated"]
-CRASH_POINTS = [(Method.ECDYSIS, step) for step in ECDYSIS_STEPS] + [
-    (Method.SE, "r0/spec-0"), (Method.SE, "r0/spec-1"), (Method.SE, "r0/modification"),
-    (Method.SE, "r0/candidate_evaluated")]
+CRASH_POINTS = [(ECDYSIS, step) for step in ECDYSIS_STEPS] + [
+    (SE, "r0/spec-0"), (SE, "r0/spec-1"), (SE, "r0/modification"),
+    (SE, "r0/candidate_evaluated")]
 
 
 @pytest.mark.parametrize(("method", "crash_at"), CRASH_POINTS)
 def test_resume_after_a_crash_ends_like_an_uninterrupted_run(
-        make_loop: Callable[..., Any], crash_at: str, method: Method) -> None:
+        make_loop: Callable[..., Any], crash_at: str, method: str) -> None:
     reference, reference_eval = make_loop("run-ref", method, workspace="ws-ref")
     expected = reference.run()
 

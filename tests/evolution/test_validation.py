@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ecdysis.evolution.bundles import harness_hash
 from ecdysis.evolution.validation import check_bundle, validate_bundle
+from ecdysis.harness import harness_hash
 from ecdysis.protocols import SandboxBackend
 from ecdysis.sandbox import DockerSandboxConfig, docker_available, make_backend
 

@@ -1,5 +1,5 @@
 """FDCR fixtures: the failures of :mod:`fdcr_support`, a harness folder, a local artifact store and the real gateway
-(litellm path) in front of the scripted roles of :mod:`ecdysis.fdcr.scripted`."""
+(litellm path) in front of the scripted roles of :mod:`ecdysis.testing.fdcr`."""
 
 from __future__ import annotations
 

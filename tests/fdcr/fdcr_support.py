@@ -21,7 +21,7 @@ SIG_ANNOT = "user_stop|annotations"
 
 def scripted(name: str) -> str:
     """The model string of a scripted FDCR role."""
-    return f"scripted/ecdysis.fdcr.scripted:{name}"
+    return f"scripted/ecdysis.testing.fdcr:{name}"
 
 
 def role_models(**overrides: str) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fdcr_support import MODEL_A, MODEL_B, SIG_ANNOT, SIG_BLOCKED, SIG_LOOP, SIG_REFUND, make_failures
 
-from ecdysis.fdcr import ModelScope, TaskScope, attribute
+from ecdysis.evolution.fdcr import ModelScope, TaskScope, attribute
 from ecdysis.records import FailureRecord
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from fdcr_support import make_failures
 
-from ecdysis.fdcr import LiteralIndex, attribute, check_engineer_changes, check_spec, prompts
-from ecdysis.fdcr.context import harness_files, render_evidence, render_harness
-from ecdysis.fdcr.roles import EngineeredChange
+from ecdysis.evolution.fdcr import LiteralIndex, attribute, check_engineer_changes, check_spec, prompts
+from ecdysis.evolution.fdcr.context import harness_files, render_evidence, render_harness
+from ecdysis.evolution.fdcr.roles import EngineeredChange
 from ecdysis.records import FailureRecord, ProposedChange, TerminationReason, ToolCall
 
 

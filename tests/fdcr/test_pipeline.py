@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from fdcr_support import ROUND, RUN_ID, calls_by_role, role_models
 
-from ecdysis.fdcr import FDCRConfig, FDCRDiagnoser, FDCRError, FDCRReport
-from ecdysis.fdcr.roles import EngineerOutput, LiteralReview
+from ecdysis.evolution.fdcr import FDCRConfig, FDCRDiagnoser, FDCRError, FDCRReport
+from ecdysis.evolution.fdcr.roles import EngineerOutput, LiteralReview
 from ecdysis.llm import Gateway, GatewayConfig
 from ecdysis.protocols import Diagnoser
 from ecdysis.records import FailureRecord, ModificationSpec, Role
@@ -174,8 +174,8 @@ def test_config_names_the_missing_role(gateway: Gateway) -> None:
         FDCRDiagnoser(gateway, {**role_models(), "user": "x"})
     with pytest.raises(ValueError, match="passes"):
         FDCRDiagnoser(gateway, role_models(), passes=0)
-    one_model = FDCRDiagnoser(gateway, "scripted/ecdysis.fdcr.scripted:analyst", task_models=["a", "b"])
-    assert set(one_model.config.models.values()) == {"scripted/ecdysis.fdcr.scripted:analyst"}
+    one_model = FDCRDiagnoser(gateway, "scripted/ecdysis.testing.fdcr:analyst", task_models=["a", "b"])
+    assert set(one_model.config.models.values()) == {"scripted/ecdysis.testing.fdcr:analyst"}
     assert len(one_model.config.models) == 4 and one_model.config.task_models == ["a", "b"]
 
 

@@ -6,20 +6,21 @@ from typing import Any
 
 from ecdysis.store import ArtifactStore
 
-GOLD = "scripted/ecdysis.tau.scripted:gold_agent"
-SLOW_GOLD = "scripted/ecdysis.rollouts.testing_models:slow_gold_agent"
-USER = "scripted/ecdysis.tau.scripted:scripted_user"
+GOLD = "scripted/ecdysis.benchmarks.tau2.scripted:gold_agent"
+SLOW_GOLD = "scripted/ecdysis.testing.rollouts:slow_gold_agent"
+USER = "scripted/ecdysis.benchmarks.tau2.scripted:scripted_user"
 TASK_IDS = ["0", "7", "9"]
 
 
 def requests_for(store: ArtifactStore, *, model: str, trials: int, run_id: str, settings: Any,
                  task_ids: list[str] | None = None, harness: str = "human") -> list[Any]:
     """Episode requests for the airline tasks ``task_ids`` under a built-in harness."""
-    from ecdysis.bundle import resolve_harness
+    from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
     from ecdysis.evaluation import episode_requests
-    from ecdysis.tau.domain import select_tasks
+    from ecdysis.harness import resolve_harness
 
-    tasks = select_tasks("airline", task_ids=task_ids or TASK_IDS)
-    path, digest = resolve_harness(harness, store=store)
+    tau2 = Tau2Benchmark()
+    tasks = tau2.tasks(None, ids=task_ids or TASK_IDS)
+    path, digest = resolve_harness(harness, seeds=tau2.seed_harnesses(), store=store)
     return episode_requests(tasks, harness_dir=path, harness_hash=digest, model=model, user_model=USER,
                             trials=trials, run_id=run_id, round=0, phase="eval", settings=settings)

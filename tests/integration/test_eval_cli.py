@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import ray
-from integration_support import GOLD
+from integration_support import GOLD, USER
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
@@ -20,8 +20,9 @@ runner = CliRunner()
 
 
 def _eval(store_dir: Path, *extra: str) -> Any:
-    args = ["eval", "--harness", "noop", "--harness", "human", "--model", GOLD, "--trials", "2",
-            "--sandbox", "process", "--workers", "1", "--concurrency", "4", "--store", str(store_dir), *extra]
+    args = ["eval", "--harness", "noop", "--harness", "human", "--model", GOLD, "--user-model", USER,
+            "--trials", "2", "--sandbox", "process", "--workers", "1", "--concurrency", "4", "--store", str(store_dir),
+            *extra]
     return runner.invoke(app, args)
 
 
@@ -33,7 +34,9 @@ def _accuracy(output: str, harness: str) -> float:
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--domain", "nowhere", "--task-id", "0"], "unknown tau2 domain 'nowhere'"),
+    (["--domain", "nowhere", "--task-id", "0"],
+     "benchmark.domain: Input should be 'airline', 'retail' or 'mock'"),
+    (["--benchmark", "nowhere", "--task-id", "0"], "unknown benchmark 'nowhere'; known: tau2, refund-desk"),
     (["--task-id", "no-such-task"], "no-such-task"),
     (["--harness", "bogus", "--task-id", "0"], "unknown harness 'bogus'"),
 ])
@@ -94,8 +97,8 @@ def test_hostile_harnesses_cannot_take_the_evaluation_down(local_ray: dict[str, 
         (bundles[name] / "harness.py").write_text(HARNESS)
         (bundles[name] / "line").write_text(line + "\n")
     result = runner.invoke(app, ["eval", "--harness", "human", "--harness", str(bundles["deep"]), "--harness",
-                                 str(bundles["surrogate"]), "--model", GOLD, "--trials", "2", "--sandbox", "process",
-                                 "--workers", "1", "--concurrency", "4", "--store", str(tmp_path / "runs"),
+                                 str(bundles["surrogate"]), "--model", GOLD, "--user-model", USER, "--trials", "2",
+                                 "--sandbox", "process", "--workers", "1", "--concurrency", "4", "--store", str(tmp_path / "runs"),
                                  "--task-id", "7", "--task-id", "14"])
     assert result.exit_code == 0, result.output
     assert _accuracy(result.output, "human") == 1.0

@@ -10,7 +10,7 @@ from ecdysis.records import TerminationReason
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 from ecdysis.store import ArtifactStore
 
-HANGING = "scripted/ecdysis.rollouts.testing_models:hanging_agent"
+HANGING = "scripted/ecdysis.testing.rollouts:hanging_agent"
 
 
 def test_a_hung_episode_loses_its_worker_and_ends_as_infrastructure(local_ray: dict[str, Any],

@@ -91,7 +91,7 @@ def background_runs(tmp_path_factory: pytest.TempPathFactory,
     """Runs started at once, collected by the tests: ``reference`` (uninterrupted, own local Ray) and
     ``broken_coder`` (a coder that writes a syntax error, one round, on the module's cluster)."""
     root = tmp_path_factory.mktemp("background")
-    broken = _config(root, "broken-coder", coder="scripted/ecdysis.evolution.scripted:coder_syntax_error")
+    broken = _config(root, "broken-coder", coder="scripted/ecdysis.testing.evolution:coder_syntax_error")
     data = yaml.safe_load(broken.read_text())
     data["training"]["max_rounds"] = 1
     broken.write_text(yaml.safe_dump(data))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ecdysis.llm import Gateway, GatewayConfig, ModelConfig
-from ecdysis.llm.stub_server import StubServer
 from ecdysis.store import ArtifactStore
+from ecdysis.testing.stub_server import StubServer
 
 FAST_RETRIES = {"backoff_base_s": 0.001, "backoff_max_s": 0.01}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecdysis.models.scripted import ScriptedModel, call
+from ecdysis.testing.models import ScriptedModel, call
 
 fix_on_second = ScriptedModel(["Sure! Here it is: {name: oops}", '```json\n{"name": "ada", "count": 2}\n```'])
 never_valid = ScriptedModel([], after='{"name": "ada"}')

@@ -8,11 +8,11 @@ import pytest
 
 from ecdysis.llm import BudgetExceeded, CacheRule, Gateway, GatewayConfig
 from ecdysis.llm.cache import cache_key
-from ecdysis.llm.stub_server import StubServer
 from ecdysis.records import Role
 from ecdysis.store import ArtifactStore
+from ecdysis.testing.stub_server import StubServer
 
-ECHO = "scripted/ecdysis.models.scripted:echo"
+ECHO = "scripted/ecdysis.testing.models:echo"
 ASK = [{"role": "user", "content": "what is two plus two"}]
 
 

@@ -7,8 +7,8 @@ from pydantic import ValidationError
 
 from ecdysis.llm import Gateway, GatewayConfig, GatewayError, ProviderBlockedError
 from ecdysis.llm.routing import is_loopback
-from ecdysis.llm.stub_server import StubServer
 from ecdysis.records import Role
+from ecdysis.testing.stub_server import StubServer
 
 ASK = [{"role": "user", "content": "hi"}]
 

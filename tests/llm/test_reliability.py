@@ -10,9 +10,9 @@ import pytest
 from ecdysis.llm import GatewayConfig, LLMCallError
 from ecdysis.llm.gateway import Gateway
 from ecdysis.llm.retry import backoff_delay, is_retryable
-from ecdysis.llm.stub_server import StubServer
 from ecdysis.records import Role
 from ecdysis.store import ArtifactStore
+from ecdysis.testing.stub_server import StubServer
 
 MODEL = "openai/stub-model"
 

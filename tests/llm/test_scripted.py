@@ -7,9 +7,9 @@ import json
 import pytest
 
 from ecdysis.llm import Gateway, GatewayConfig, LLMCallError
-from ecdysis.models.scripted import echo, model_string, tool_then_answer
 from ecdysis.protocols import LLMClient
 from ecdysis.records import Role
+from ecdysis.testing.models import echo, model_string, tool_then_answer
 
 USER = [{"role": "user", "content": "hello there world"}]
 TOOLS = [{"type": "function", "function": {
@@ -28,14 +28,14 @@ def test_echo_reply_and_word_token_counts(gateway: Gateway) -> None:
     assert reply.tokens.prompt_tokens == 3  # words of the prompt
     assert reply.tokens.completion_tokens == 4  # words of "echo: hello there world"
     assert reply.cost_usd is None
-    assert reply.model == "scripted/ecdysis.models.scripted:echo"
+    assert reply.model == "scripted/ecdysis.testing.models:echo"
 
 
 def test_context_reaches_the_scripted_function(gateway: Gateway) -> None:
     context = {"run_id": "r1", "round": 2, "task_id": "t7", "domain": "airline", "trial": 3}
-    reply = gateway.complete("scripted/ecdysis.models.scripted:echo_context", USER, role=Role.USER, context=context)
+    reply = gateway.complete("scripted/ecdysis.testing.models:echo_context", USER, role=Role.USER, context=context)
     seen = json.loads(reply.content or "")
-    assert seen == {**context, "role": "user", "model": "scripted/ecdysis.models.scripted:echo_context"}
+    assert seen == {**context, "role": "user", "model": "scripted/ecdysis.testing.models:echo_context"}
 
 
 def test_tool_calling_round_trip(gateway: Gateway) -> None:
@@ -63,7 +63,7 @@ def test_module_level_script_plays_in_order(gateway: Gateway) -> None:
 
 def test_bad_scripted_names_are_clear_errors(gateway: Gateway) -> None:
     with pytest.raises(ValueError, match="no attribute 'nope'"):
-        gateway.complete("scripted/ecdysis.models.scripted:nope", USER, role=Role.TASK)
+        gateway.complete("scripted/ecdysis.testing.models:nope", USER, role=Role.TASK)
     with pytest.raises(ValueError, match="cannot import module"):
         gateway.complete("scripted/no_such_module_xyz:f", USER, role=Role.TASK)
     with pytest.raises(ValueError, match="must look like"):
@@ -82,7 +82,7 @@ def test_scripted_model_inside_ray_task_and_actor(ray_local: None) -> None:
 
     def call_in_worker(run_id: str) -> dict[str, object]:  # nested: Ray ships it by value
         gateway = Gateway(GatewayConfig())
-        reply = gateway.complete("scripted/ecdysis.models.scripted:echo_context",
+        reply = gateway.complete("scripted/ecdysis.testing.models:echo_context",
                                  [{"role": "user", "content": "x"}], role=Role.TASK,
                                  context={"run_id": run_id, "round": 1})
         return {"context": json.loads(reply.content or ""), "calls": gateway.usage().calls}
@@ -90,7 +90,7 @@ def test_scripted_model_inside_ray_task_and_actor(ray_local: None) -> None:
     task = ray.remote(call_in_worker)
     result = ray.get(task.remote("from-task"), timeout=120)
     assert result["context"] == {"run_id": "from-task", "round": 1, "role": "task",
-                                 "model": "scripted/ecdysis.models.scripted:echo_context"}
+                                 "model": "scripted/ecdysis.testing.models:echo_context"}
     assert result["calls"] == 1
 
     @ray.remote
@@ -112,7 +112,7 @@ def test_scripted_provider_serves_litellm_async_path(gateway: Gateway) -> None:
     from ecdysis.llm._litellm import litellm
 
     response = asyncio.run(litellm.acompletion(
-        model="scripted/ecdysis.models.scripted:echo_context", messages=USER,
+        model="scripted/ecdysis.testing.models:echo_context", messages=USER,
         metadata={"ecdysis_context": {"run_id": "async-run"}}))
     assert json.loads(response.choices[0].message.content) == {"run_id": "async-run"}
     assert response.usage.prompt_tokens == 3

@@ -36,7 +36,7 @@ def test_never_valid_raises_with_the_last_error(gateway: Gateway) -> None:
 
 
 def test_schema_and_validation_error_reach_the_model(gateway: Gateway) -> None:
-    echo = "scripted/ecdysis.models.scripted:echo"  # replies with the last user message it received
+    echo = "scripted/ecdysis.testing.models:echo"  # replies with the last user message it received
     with pytest.raises(StructuredOutputError) as first:
         gateway.structured(echo, ASK, Item, role=Role.ENGINEER, max_attempts=1)
     assert first.value.last_reply is not None

@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ecdysis.fdcr.attribution import attribute
-from ecdysis.fdcr.journal import TurnJournal
-from ecdysis.fdcr.report import FDCRReport, Turn
+from ecdysis.evolution.fdcr.attribution import attribute
+from ecdysis.evolution.fdcr.journal import TurnJournal
+from ecdysis.evolution.fdcr.report import FDCRReport, Turn
 from ecdysis.records import (
     FailureRecord,
     HarnessVersion,
     LLMCallRecord,
-    Method,
     ModificationSpec,
     PhaseStats,
     ProposedChange,
@@ -125,11 +124,11 @@ def build_store(store: ArtifactStore, suffix: str) -> Expected:
         _train_round(store, fdcr, number, base, candidate, accepted, HARNESS[bases[number]], rng)
     expected.round_scores = scores
     store.write_manifest(RunManifest(
-        run_id=fdcr, kind="train", method=Method.ECDYSIS_FDCR, models=list(MODELS), status="finished",
+        run_id=fdcr, kind="train", method="ecdysis-fdcr", models=list(MODELS), status="finished",
         tasks=[Task(domain="airline", task_id=t, split=Split.TRAIN) for t in TRAIN_TASKS], seed=7,
         created_at=T0, finished_at=T0 + timedelta(hours=2), final_harness_hash=HARNESS["r2"]))
     store.write_manifest(RunManifest(
-        run_id=human, kind="eval", method=Method.HUMAN, models=list(MODELS), status="finished",
+        run_id=human, kind="eval", method="human", models=list(MODELS), status="finished",
         tasks=[Task(domain="airline", task_id=t, split=Split.TEST) for t in HELDOUT_TASKS], seed=7,
         created_at=T0 + timedelta(hours=3), final_harness_hash=HARNESS["human"]))
     _heldout(store, fdcr, HARNESS["r2"], 0.75, rng, expected, round=3, hostile=True)
@@ -185,7 +184,7 @@ def _train_round(store: ArtifactStore, run: str, number: int, base: float, candi
               "diagnosis": PhaseStats(wall_time_s=90, llm_calls=7), "coding": PhaseStats(wall_time_s=150, llm_calls=6),
               "validation": PhaseStats(wall_time_s=12), "candidate_evaluation": PhaseStats(wall_time_s=310)}
     store.append("rounds", [RoundResult(
-        run_id=run, round=number, method=Method.ECDYSIS_FDCR, base_hash=base_hash, candidate_hash=cand_hash,
+        run_id=run, round=number, method="ecdysis-fdcr", base_hash=base_hash, candidate_hash=cand_hash,
         base_score=base, candidate_score=candidate, accepted=accepted, n_failures=len(failures),
         modification_calls=13, phases=phases, created_at=T0 + timedelta(minutes=30 * number))],
         run_id=run, round=number)

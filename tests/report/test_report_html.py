@@ -12,7 +12,7 @@ from report_support import HOSTILE, MODELS, Built, build_store
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
-from ecdysis.records import Method, RunManifest
+from ecdysis.records import RunManifest
 from ecdysis.store import ArtifactStore
 
 runner = CliRunner()
@@ -61,7 +61,7 @@ def test_unknown_run_is_a_clear_error(built: Built, tmp_path: Path) -> None:
 @pytest.fixture
 def s3_uri(s3_endpoint: str) -> str:
     """A fresh bucket on the session's moto S3 server."""
-    from ecdysis.store.testing import create_bucket
+    from ecdysis.testing.s3 import create_bucket
 
     return f"s3://{create_bucket(s3_endpoint, 'report')}/runs"
 
@@ -93,7 +93,7 @@ def test_viewer_cap_keeps_failures_first(built: Built, tmp_path: Path) -> None:
 
 def test_run_with_only_a_manifest(tmp_path: Path) -> None:
     store = ArtifactStore(str(tmp_path / "store"))
-    store.write_manifest(RunManifest(run_id="just-started", kind="eval", method=Method.DIRECT, models=[MODELS[0]]))
+    store.write_manifest(RunManifest(run_id="just-started", kind="eval", method="direct", models=[MODELS[0]]))
     out = tmp_path / "empty.html"
     result = runner.invoke(app, ["report", "just-started", "-o", str(out), "--store", str(tmp_path / "store")])
     assert result.exit_code == 0, result.output

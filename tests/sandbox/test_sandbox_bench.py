@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ecdysis.bench.sandbox_bench import run
+from benchmarks.sandbox_bench import run
 from ecdysis.sandbox import docker_available
 
 

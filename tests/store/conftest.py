@@ -12,7 +12,6 @@ from ecdysis.records import (
     FailureRecord,
     HarnessVersion,
     LLMCallRecord,
-    Method,
     ModificationSpec,
     ProposedChange,
     Record,
@@ -69,7 +68,7 @@ def make_record(dataset: str, i: int, run_id: str, round: int, model: str) -> Re
         return LLMCallRecord(call_id=f"call-{i}", run_id=run_id, round=round, task_id=task_id, role=Role.TASK,
                              model=model, tokens=tokens, cost_usd=0.001 * i, latency_s=0.2, created_at=when)
     if dataset == "rounds":
-        return RoundResult(run_id=run_id, round=round, method=Method.ECDYSIS, base_hash="h0", candidate_hash=f"h{i}",
+        return RoundResult(run_id=run_id, round=round, method="ecdysis", base_hash="h0", candidate_hash=f"h{i}",
                            base_score=0.5, candidate_score=0.5 + i / 100, accepted=i % 2 == 0, n_failures=i,
                            note=model, created_at=when)
     if dataset == "specs":

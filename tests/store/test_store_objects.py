@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ecdysis.protocols import Store
-from ecdysis.records import Method, RunManifest, Task
+from ecdysis.records import RunManifest, Task
 from ecdysis.store import ArtifactStore, BlobNotFoundError, open_backend
 
 
@@ -52,7 +52,7 @@ def test_manifests_write_read_list(store: ArtifactStore) -> None:
     assert store.list_runs() == []
     assert store.read_manifest("r1") is None
     start = datetime(2026, 3, 1, tzinfo=UTC)
-    second = RunManifest(run_id="r2", method=Method.SE, config={"a": 1}, config_hash="c2", seed=2,
+    second = RunManifest(run_id="r2", method="se", config={"a": 1}, config_hash="c2", seed=2,
                          models=["m"], tasks=[Task(domain="mock", task_id="1")], created_at=start + timedelta(hours=1))
     first = RunManifest(run_id="r1", kind="eval", created_at=start)
     store.write_manifest(second)

@@ -1,0 +1,140 @@
+"""Rollout throughput against the latency server, and our CPU seconds per rollout.
+
+Every episode is a real τ² episode (airline, ``human`` harness, a sandbox per episode) whose task and user models
+are the loopback latency server (:mod:`ecdysis.testing.latency`), so the wall clock is bounded below by the model
+latency alone. The *ideal* wall time of a batch is what perfect packing of its LLM calls would take::
+
+    ideal = max(sum(calls_i) * latency / concurrency, max(calls_i) * latency)
+
+and the efficiency is ``ideal / measured``. Episodes/min are reported both ways.
+
+A finite batch also pays a ramp (every slot starts at once) and a drain (the last episodes run while other slots
+idle), which no runner avoids. The *steady-state* throughput leaves both out: episodes completed between the first
+completion and the last dispatch (while every slot is busy and work is queued), per second, against the LLM-bound
+rate ``concurrency ÷ (mean calls per episode × latency)``.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from typing import Any
+
+from benchmarks.cpu import CpuMeter
+from ecdysis.testing.latency import LatencyServer
+
+DEFAULT_TASKS = ("1", "2", "4", "5", "7", "10", "12", "13")
+"""Airline tasks the stub attributes unambiguously, with 1–4 gold actions (short and long episodes mixed)."""
+
+
+def sandbox_config(kind: str, warm_pool: int = 4) -> dict[str, Any]:
+    """The sandbox section for ``kind`` (``process`` or ``docker``): a warm pool of ``warm_pool`` per worker."""
+    if kind == "docker":
+        return {"type": "docker", "warm_pool": warm_pool, "labels": {"ecdysis.bench": "1"}}
+    return {"type": "process", "warm_pool": warm_pool}
+
+
+def settings_for(server: LatencyServer, concurrency: int, store_uri: str, sandbox: str) -> Any:
+    """Rollout settings: at most one worker per core, episodes spread over them, no response cache."""
+    import os
+
+    from ecdysis.rollouts import RolloutSettings
+
+    workers = max(1, min(concurrency, os.cpu_count() or 1))
+    per_worker = math.ceil(concurrency / workers)
+    gateway = {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()}
+    # The warm pool matches a worker's episodes: each episode takes a started sandbox and the pool starts the next
+    # one while the episode waits on its model, so a sandbox start is off every episode's path.
+    return RolloutSettings.model_validate(dict(
+        store_uri=store_uri, gateway=gateway, sandbox=sandbox_config(sandbox, per_worker),
+        workers=workers, episodes_per_worker=per_worker, max_attempts=1, max_steps=30, wall_clock_s=300.0))
+
+
+def requests_for(tasks: list[str], n: int, settings: Any, *, model: str = "openai/task-gold",
+                 run_id: str = "bench") -> list[Any]:
+    """``n`` episode requests cycling over ``tasks`` (later cycles are further trials)."""
+    from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+    from ecdysis.evaluation import episode_requests
+    from ecdysis.harness import resolve_harness
+
+    tau2 = Tau2Benchmark()
+    path, digest = resolve_harness("human", seeds=tau2.seed_harnesses())
+    records = tau2.tasks(None, ids=tasks)
+    trials = math.ceil(n / len(records))
+    requests = episode_requests(records, harness_dir=path, harness_hash=digest, model=model,
+                                user_model="openai/user", trials=trials, run_id=run_id, round=0, phase="eval",
+                                settings=settings)
+    order = {task_id: i for i, task_id in enumerate(tasks)}
+    return sorted(requests, key=lambda r: (r.trial, order[r.task.task_id]))[:n]
+
+
+def run_batch(server: LatencyServer, concurrency: int, n: int, *, tasks: list[str], sandbox: str = "process",
+              warmup: bool = True) -> dict[str, Any]:
+    """Run ``n`` episodes at ``concurrency`` on a fresh pool; wall clock, CPU and the ideal, in one dict."""
+    from ecdysis.rollouts import RolloutPool
+    from ecdysis.store import ArtifactStore
+
+    with tempfile.TemporaryDirectory(prefix="ecdysis-bench-") as folder:
+        settings = settings_for(server, concurrency, folder, sandbox)
+        store = ArtifactStore(folder)
+        pool = RolloutPool(settings, store=store)
+        try:
+            if warmup:  # worker start-up and imports are a one-off per run; keep them out of the steady state
+                pool.evaluate(requests_for(tasks[:1], min(len(pool._workers), 2), settings, run_id="warmup"))
+            requests = requests_for(tasks, n, settings)
+            meter = CpuMeter(exclude={server.pid})
+            epoch, started = time.time(), time.perf_counter()
+            trajectories = pool.evaluate(requests)
+            wall = time.perf_counter() - started
+            cpu = meter.read()
+        finally:
+            pool.close()
+    calls = [t.llm_calls for t in trajectories]
+    ideal = max(sum(calls) * server.latency_s / concurrency, max(calls) * server.latency_s)
+    ok = sum(1 for t in trajectories if t.termination_reason.is_normal_stop)
+    steady = steady_state(trajectories, epoch, concurrency, server.latency_s)
+    return {
+        "concurrency": concurrency, "episodes": n, "episodes_ok": ok,
+        "mean_reward": sum(t.reward for t in trajectories) / n, "llm_calls": sum(calls), "wall_s": wall,
+        "ideal_wall_s": ideal, "efficiency": ideal / wall, "episodes_per_min": 60 * n / wall,
+        "ideal_episodes_per_min": 60 * n / ideal, "cpu_s": cpu, "cpu_s_per_rollout": cpu["ours"] / n, **steady,
+        "errors": sorted({f"{t.termination_reason.value}: {(t.error or '')[:200]}" for t in trajectories
+                          if not t.termination_reason.is_normal_stop})[:3],
+    }
+
+
+def steady_state(trajectories: list[Any], epoch: float, concurrency: int, latency_s: float) -> dict[str, Any]:
+    """:func:`steady_rate` of our episodes: each ends at its record's ``created_at``, started ``wall_time_s``
+    before; the ideal is the LLM-bound rate of the batch's mean calls per episode."""
+    ends = [t.created_at.timestamp() - epoch for t in trajectories]
+    starts = [end - t.wall_time_s for end, t in zip(ends, trajectories, strict=True)]
+    mean_llm_s = sum(t.llm_calls for t in trajectories) * latency_s / max(1, len(trajectories))
+    return steady_rate(starts, ends, 60 * concurrency / mean_llm_s if mean_llm_s else None)
+
+
+def steady_rate(starts: list[float], ends: list[float], ideal_per_min: float | None) -> dict[str, Any]:
+    """Completions per minute between the first completion and the last start (every slot busy, work queued).
+
+    None when the batch has no such window (fewer than about two episodes per slot).
+    """
+    first_end, last_start = min(ends), max(starts)
+    window = last_start - first_end
+    done = sum(1 for end in ends if first_end < end <= last_start)
+    if window <= 0 or done == 0:
+        return {"steady_window_s": None, "steady_episodes_per_min": None, "steady_efficiency": None,
+                "ideal_steady_per_min": ideal_per_min}
+    rate = 60 * done / window
+    return {"steady_window_s": window, "steady_episodes_per_min": rate,
+            "steady_efficiency": rate / ideal_per_min if ideal_per_min else None,
+            "ideal_steady_per_min": ideal_per_min}
+
+
+def throughput(latency_s: float, concurrencies: list[int], *, tasks: list[str] | None = None,
+               episodes_per_slot: int = 2, sandbox: str = "process") -> dict[str, Any]:
+    """Throughput at each concurrency (``episodes_per_slot × concurrency`` episodes each), against the ideal."""
+    chosen = list(tasks or DEFAULT_TASKS)
+    with LatencyServer(latency_s) as server:
+        rows = [run_batch(server, c, max(2, episodes_per_slot * c), tasks=chosen, sandbox=sandbox)
+                for c in concurrencies]
+    return {"latency_s": latency_s, "sandbox": sandbox, "tasks": chosen, "rows": rows}

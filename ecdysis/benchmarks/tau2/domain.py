@@ -1,0 +1,278 @@
+"""τ²-bench domains: policy, tool schemas, tasks, splits and a parsed pristine DB, loaded once per process.
+
+A domain is cloned into a private :class:`EpisodeEnv` per episode. The clone is copy-on-read
+(:mod:`ecdysis.benchmarks.tau2.cow`): it shares the pristine validated records and copies each one the first time a
+tool looks it up, so an episode costs ~1 ms of CPU instead of the 0.19 s a full validated copy of the airline DB takes.
+
+Example::
+
+    domain = TauDomain.load("retail")
+    env = domain.new_env()
+    content, error = env.call("find_user_id_by_email", {"email": "x@example.com"})
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ecdysis.benchmarks.tau2 import calculator
+from ecdysis.benchmarks.tau2.cow import CopyOnReadSource
+from ecdysis.records import Split, Task
+
+DOMAINS = ("airline", "retail", "mock")
+"""Domains with a DB-and-communicate grade that :mod:`ecdysis.benchmarks.tau2.grading` reproduces exactly."""
+
+PAPER_TASKS_PER_SPLIT = 20
+"""Per the paper: 20 training and 20 test tasks drawn with a fixed seed from τ²'s own splits."""
+
+
+class TauDomainError(ValueError):
+    """An unknown domain, task id or split (the message lists what exists)."""
+
+
+@dataclass(frozen=True)
+class ToolCallLog:
+    """One call executed on an :class:`EpisodeEnv`."""
+
+    name: str
+    arguments: dict[str, Any]
+    content: str
+    error: bool
+    write: bool
+
+
+@dataclass
+class TauDomain:
+    """One τ²-bench domain, parsed once and shared read-only by every episode in the process."""
+
+    name: str
+    policy: str
+    tool_schemas: list[dict[str, Any]]
+    tool_types: dict[str, str]
+    tasks: dict[str, Any]  # task id -> tau2.data_model.tasks.Task, in τ²'s order
+    splits: dict[str, list[str]]
+    _db_class: Any  # the domain's pydantic DB model class
+    _pristine_raw: dict[str, Any]
+    _pristine: CopyOnReadSource  # validated once; never mutated (copy-on-read clones share its records)
+    _env_factory: Callable[..., Any]
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, name: str) -> TauDomain:
+        """The domain ``name`` (``airline``, ``retail``, or the small ``mock`` smoke domain), parsed at most once per
+        process."""
+        with _LOCK:
+            if name not in _DOMAINS:
+                _DOMAINS[name] = cls._load(name)
+            return _DOMAINS[name]
+
+    @classmethod
+    def _load(cls, name: str) -> TauDomain:
+        if name not in DOMAINS:
+            raise TauDomainError(f"unknown tau2 domain {name!r}; known domains: {', '.join(DOMAINS)}")
+        from loguru import logger
+
+        logger.disable("tau2")  # τ² logs every tool response at DEBUG: slow, and noise in our logs
+        env_module = importlib.import_module(f"tau2.domains.{name}.environment")
+        utils = importlib.import_module(f"tau2.domains.{name}.utils")
+        data_model = importlib.import_module(f"tau2.domains.{name}.data_model")
+        db_class = {"airline": "FlightDB", "retail": "RetailDB", "mock": "MockDB"}[name]
+        prefix = name.upper()
+        raw = json.loads(Path(getattr(utils, f"{prefix}_DB_PATH")).read_text())
+        db_cls = getattr(data_model, db_class)
+        pristine = CopyOnReadSource(db_cls.model_validate(raw))
+        env = env_module.get_environment(db=pristine.clone())  # read for schemas and policy only
+        tools = env.tools
+        schemas = [tool.openai_schema for tool in sorted(env.get_tools(), key=lambda t: t.name)]
+        tool_types = {tool_name: str(tools.tool_type(tool_name).value) for tool_name in tools.tools}
+        tasks = {task.id: task for task in env_module.get_tasks(None)}
+        splits = {key: list(ids) for key, ids in env_module.get_tasks_split().items()}
+        return cls(
+            name=name,
+            policy=env.get_policy(),
+            tool_schemas=schemas,
+            tool_types=tool_types,
+            tasks=tasks,
+            splits=splits,
+            _db_class=db_cls,
+            _pristine_raw=raw,
+            _pristine=pristine,
+            _env_factory=env_module.get_environment,
+        )
+
+    # -- tools -------------------------------------------------------------------------------------------------
+
+    @property
+    def write_tools(self) -> frozenset[str]:
+        """Tools that change the DB (τ² marks them ``ToolType.WRITE``)."""
+        return frozenset(name for name, kind in self.tool_types.items() if kind == "write")
+
+    @property
+    def read_tools(self) -> frozenset[str]:
+        """Tools that never change the DB (read, generic and think tools): safe to peek."""
+        return frozenset(name for name, kind in self.tool_types.items() if kind != "write")
+
+    def is_write(self, tool_name: str) -> bool:
+        """Whether ``tool_name`` is a write tool (unknown names are not)."""
+        return self.tool_types.get(tool_name) == "write"
+
+    # -- DB -----------------------------------------------------------------------------------------------------
+
+    def clone_db(self) -> Any:
+        """A private copy-on-read clone of the pristine DB (see :mod:`ecdysis.benchmarks.tau2.cow`)."""
+        return self._pristine.clone()
+
+    @property
+    def _pristine_db(self) -> Any:
+        """The shared pristine DB (tests check that no clone ever changes it)."""
+        return self._pristine.pristine
+
+    def validated_db(self) -> Any:
+        """A full, independently validated copy of the pristine DB (slow: the reference clones are checked
+        against)."""
+        return self._db_class.model_validate(self._pristine_raw)
+
+    def new_env(self) -> EpisodeEnv:
+        """A private environment for one episode, on a fresh clone of the DB."""
+        return EpisodeEnv(self, self._env_factory(db=self.clone_db()))
+
+    def cached(self, key: str, build: Callable[[], Any]) -> Any:
+        """A per-process memo (gold DB hashes and the like), built once under a lock."""
+        with _LOCK:
+            if key not in self._cache:
+                self._cache[key] = build()
+            return self._cache[key]
+
+    # -- tasks --------------------------------------------------------------------------------------------------
+
+    def task(self, task_id: str) -> Any:
+        """τ²'s Task object for ``task_id``; an unknown id is a :class:`TauDomainError` listing the known ones."""
+        try:
+            return self.tasks[str(task_id)]
+        except KeyError:
+            raise TauDomainError(
+                f"unknown task id {task_id!r} in tau2 domain {self.name!r}; known ids: {', '.join(self.tasks)}"
+            ) from None
+
+    def split_ids(self, split: Split | str) -> list[str]:
+        """τ²'s own task ids for ``split`` (``train`` / ``test``; ``base`` is every task)."""
+        key = str(split)
+        if key not in self.splits and key in (Split.TRAIN, Split.TEST) and "base" in self.splits:
+            key = "base"  # the mock domain has no train/test split: both draw from all of its tasks
+        if key not in self.splits:
+            raise TauDomainError(f"unknown split {key!r} for tau2 domain {self.name!r}; known: {sorted(self.splits)}")
+        return list(self.splits[key])
+
+    def unsupported_reason(self, task_id: str) -> str | None:
+        """Why Ecdysis cannot run ``task_id`` (an initial state, environment assertions, or a reward basis beyond
+        DB + communicated info), or None. No airline or retail task has any of these; a few mock tasks do."""
+        from ecdysis.benchmarks.tau2.grading import SUPPORTED_BASES
+
+        task = self.task(task_id)
+        criteria = task.evaluation_criteria
+        if task.initial_state is not None:
+            return "it starts from an initial state"
+        if criteria is not None and criteria.env_assertions:
+            return "it is graded on environment assertions"
+        bases = {str(b.value) for b in criteria.reward_basis} - SUPPORTED_BASES if criteria is not None else set()
+        return f"its reward basis includes {sorted(bases)}" if bases else None
+
+    def split_of(self, task_id: str) -> Split | None:
+        """Which of τ²'s train/test splits holds ``task_id``."""
+        for split in (Split.TRAIN, Split.TEST):
+            if task_id in self.splits.get(str(split), []):
+                return split
+        return None
+
+
+_LOCK = threading.RLock()
+_DOMAINS: dict[str, TauDomain] = {}
+
+
+def select_tasks(domain: str, split: Split | str | None = None, n: int | None = PAPER_TASKS_PER_SPLIT,
+                 seed: int = 0, task_ids: Sequence[str] | None = None) -> list[Task]:
+    """Task records for an experiment.
+
+    With ``task_ids``: exactly those tasks, in that order (each must exist). Otherwise ``n`` tasks drawn with
+    ``seed`` from τ²'s own ``split`` (``n=None`` takes the whole split), returned in τ²'s order so the same seed
+    always gives the same list.
+    """
+    tau = TauDomain.load(domain)
+    if task_ids is not None:
+        for tid in task_ids:
+            reason = tau.unsupported_reason(str(tid))
+            if reason:
+                raise TauDomainError(f"task {tid!r} of tau2 domain {domain!r} is not supported: {reason}")
+        return [Task(domain=domain, task_id=tau.task(tid).id, split=tau.split_of(str(tid))) for tid in task_ids]
+    if split is None:
+        raise TauDomainError("select_tasks needs a split ('train' or 'test') or explicit task_ids")
+    pool = [tid for tid in tau.split_ids(split) if tau.unsupported_reason(tid) is None]
+    if n is not None:
+        if n < 0 or n > len(pool):
+            raise TauDomainError(f"cannot draw n={n} tasks from the {len(pool)} of split {split!s} in {domain!r}")
+        chosen = set(random.Random(f"{domain}:{split!s}:{seed}").sample(pool, n))
+        pool = [tid for tid in pool if tid in chosen]
+    return [Task(domain=domain, task_id=tid, split=tau.split_of(tid)) for tid in pool]
+
+
+class EpisodeEnv:
+    """The agent's private environment for one episode: tool calls on its own copy of the task DB."""
+
+    def __init__(self, domain: TauDomain, env: Any) -> None:
+        self.domain = domain
+        self._env = env
+        self.log: list[ToolCallLog] = []
+
+    @property
+    def db(self) -> Any:
+        """The episode's DB (a τ² pydantic model)."""
+        return self._env.tools.db
+
+    def call(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """Execute a tool as the agent; returns ``(content, error)`` exactly as τ² renders it, and logs the call.
+
+        An unknown tool or bad arguments give an error result, never an exception.
+        """
+        content, error = self._execute(name, arguments)
+        self.log.append(ToolCallLog(name=name, arguments=arguments if isinstance(arguments, dict) else {},
+                                    content=content, error=error, write=self.domain.is_write(name)))
+        return content, error
+
+    def peek(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """Run a read-only tool without logging it as an agent action; write tools are refused."""
+        if name not in self.domain.tool_types:
+            return f"Error: Tool '{name}' not found.", True
+        if self.domain.is_write(name):
+            return f"Error: peek refuses write tool '{name}'; only read-only tools can be peeked.", True
+        return self._execute(name, arguments)
+
+    @property
+    def executed_writes(self) -> list[ToolCallLog]:
+        """The executed calls to write tools, in order (errored ones included: a tool may fail half-way)."""
+        return [entry for entry in self.log if entry.write]
+
+    def _execute(self, name: str, arguments: Any) -> tuple[str, bool]:
+        if not isinstance(name, str) or name not in self.domain.tool_types:
+            return f"Error: Tool '{name}' not found.", True
+        if not isinstance(arguments, dict):
+            return f"Error: arguments of '{name}' must be a JSON object, got {type(arguments).__name__}", True
+        try:
+            if name == "calculate" and calculator.needs_guard(arguments):
+                response = calculator.calculate(arguments["expression"])  # τ²'s eval could hold the GIL for minutes
+            else:
+                response = self._env.make_tool_call(name, requestor="assistant", **arguments)
+                self._env.sync_tools()
+            error = False
+        except Exception as exc:  # a tool's own validation error is a result for the agent, as in τ²
+            response, error = f"Error: {exc}", True
+        try:
+            return self._env.to_json_str(response), error
+        except Exception as exc:  # an unserialisable result must not crash the host
+            return f"Error: unserialisable tool result: {exc}", True

@@ -1,0 +1,146 @@
+"""Trusted grading: τ²'s ``evaluate_simulation`` (evaluation type ALL) for airline and retail, made cheap.
+
+τ² grades a finished conversation by (1) giving 0 to any ending other than an agent or user stop, (2) replaying
+every tool call of the trajectory into a freshly loaded environment and comparing its DB hash with that of a gold
+environment that ran the task's gold actions, and (3) checking that each ``communicate_info`` string appears in some
+agent text message (lower-cased, commas removed). Every airline and retail task grades on exactly DB × COMMUNICATE.
+
+Here the same decisions cost far less:
+- the gold DB hash of a task is computed once per process (:meth:`TauDomain.cached`);
+- only executed WRITE calls are replayed (read, generic and think tools never change the DB), into a clone of the
+  parsed pristine DB rather than a DB loaded from disk;
+- a trajectory with no write at all is compared by the (cached) pristine hash, with no replay;
+- a trajectory whose writes are exactly the gold writes (same names, arguments and order) matches without replay:
+  the τ² tools are deterministic (fixed clock, fixed new ids), so the same writes on the same DB give the same DB.
+The hash is τ²'s own (``get_dict_hash`` of ``model_dump()``), so equality decisions are the same.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ecdysis.benchmarks.tau2.domain import TauDomain
+from ecdysis.records import TerminationReason
+
+SUPPORTED_BASES = frozenset({"DB", "COMMUNICATE", "ENV_ASSERTION"})
+
+
+@dataclass(frozen=True)
+class WriteCall:
+    """An executed tool call as the grader needs it."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Grade:
+    """A reward and how it was reached."""
+
+    reward: float
+    breakdown: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+    db_match: bool | None = None
+    communicate_missing: list[str] = field(default_factory=list)
+
+
+def _db_hash(db: Any) -> str:
+    from tau2.utils import get_dict_hash
+
+    return str(get_dict_hash(db.model_dump()))
+
+
+def pristine_hash(domain: TauDomain) -> str:
+    """Hash of the untouched DB (cached per process)."""
+    return str(domain.cached("pristine_hash", lambda: _db_hash(domain.clone_db())))
+
+
+def gold_hash(domain: TauDomain, task_id: str) -> str:
+    """Hash of the DB after the task's gold actions (cached per process and task)."""
+
+    def build() -> str:
+        task = domain.task(task_id)
+        actions = task.evaluation_criteria.actions or []
+        if not any(domain.is_write(action.name) for action in actions):
+            return pristine_hash(domain)
+        env = domain.new_env()
+        for action in actions:  # τ² runs every gold action, reads included, and ignores their errors
+            env.call(action.name, dict(action.arguments))
+        return _db_hash(env.db)
+
+    return str(domain.cached(f"gold_hash:{task_id}", build))
+
+
+def gold_writes(domain: TauDomain, task_id: str) -> list[WriteCall]:
+    """The task's gold write actions, in order."""
+    actions = domain.task(task_id).evaluation_criteria.actions or []
+    return [WriteCall(a.name, dict(a.arguments)) for a in actions if domain.is_write(a.name)]
+
+
+def db_matches(domain: TauDomain, task_id: str, executed: Sequence[WriteCall]) -> bool:
+    """Whether replaying the executed writes gives the gold DB (τ²'s hash equality)."""
+    writes = [WriteCall(c.name, c.arguments) for c in executed if domain.is_write(c.name)]
+    if _canonical(writes) == _canonical(gold_writes(domain, task_id)):
+        return True
+    return replay_hash(domain, writes) == gold_hash(domain, task_id)
+
+
+def _canonical(calls: Sequence[WriteCall]) -> str:
+    # JSON text, not dict equality: 1 == 1.0 in Python, yet a tool might store them differently
+    return json.dumps([[c.name, c.arguments] for c in calls], sort_keys=True, default=str)
+
+
+def replay_hash(domain: TauDomain, writes: Sequence[WriteCall]) -> str:
+    """Hash of a fresh DB after replaying ``writes`` (non-write calls in the list are skipped)."""
+    writes = [call for call in writes if domain.is_write(call.name)]
+    if not writes:
+        return pristine_hash(domain)
+    env = domain.new_env()
+    for call in writes:
+        env.call(call.name, call.arguments)
+    return _db_hash(env.db)
+
+
+def communicate_missing(required: Iterable[str], agent_texts: Sequence[str]) -> list[str]:
+    """The required strings that no agent text contains (τ²'s rule: lower-case, commas removed from the text)."""
+    haystacks = [text.lower().replace(",", "") for text in agent_texts if text]
+    return [info for info in required if not any(info.lower() in hay for hay in haystacks)]
+
+
+def grade(domain: TauDomain, task_id: str, termination: TerminationReason | str, executed: Sequence[WriteCall],
+          agent_texts: Sequence[str]) -> Grade:
+    """Score one episode as τ²'s ``evaluate_simulation(..., EvaluationType.ALL)`` would.
+
+    ``executed``: the tool calls the host executed for the agent, in order (only writes matter);
+    ``agent_texts``: every text the agent sent to the user, the greeting included.
+    """
+    reason = TerminationReason(termination)
+    if not reason.is_normal_stop:
+        return Grade(0.0, note=f"Simulation terminated prematurely. Termination reason: {reason.value}")
+    task = domain.task(task_id)
+    criteria = task.evaluation_criteria
+    if criteria is None:
+        return Grade(1.0, note="No evaluation criteria")
+    bases = {str(basis.value) for basis in criteria.reward_basis}
+    unsupported = bases - SUPPORTED_BASES
+    if unsupported or task.initial_state is not None or criteria.env_assertions:
+        raise NotImplementedError(f"task {domain.name}/{task_id}: grading of {sorted(unsupported) or 'initial state'}"
+                                  " / env assertions is not implemented (airline and retail never need it)")
+    breakdown: dict[str, float] = {}
+    reward = 1.0
+    db_match: bool | None = None
+    if "DB" in bases:
+        db_match = True if criteria.actions is None else db_matches(domain, task_id, executed)
+        breakdown["DB"] = 1.0 if db_match else 0.0
+        reward *= breakdown["DB"]
+    if "ENV_ASSERTION" in bases:
+        breakdown["ENV_ASSERTION"] = 1.0
+    missing: list[str] = []
+    if "COMMUNICATE" in bases:
+        missing = communicate_missing(criteria.communicate_info or [], agent_texts)
+        breakdown["COMMUNICATE"] = 0.0 if missing else 1.0
+        reward *= breakdown["COMMUNICATE"]
+    return Grade(reward, breakdown, db_match=db_match, communicate_missing=missing)

@@ -1,0 +1,243 @@
+"""Deterministic τ² participants, addressed as ``scripted/ecdysis.benchmarks.tau2.scripted:<function>`` through the
+gateway.
+
+Each is a :class:`ecdysis.protocols.ScriptedModelFn`; it reads ``domain`` and ``task_id`` from the gateway context
+(the episode puts them there) and the task's gold data from :class:`TauDomain` (trusted side only).
+
+Task models (role ``task``) see the harness's conversation and track their progress by counting the tool calls
+already in it, so they work under any harness that keeps the assistant's tool calls in the conversation:
+
+- :func:`gold_agent`: runs the task's gold actions in order as tool calls (one per turn), then sends one message
+  containing every ``communicate_info`` string, then only closes politely. Scores 1.0 on every airline and retail task.
+- :func:`skip_one_write_agent`: the same, but leaves out the first gold WRITE action: scores 0 on every task that
+  has a write (the DB no longer matches).
+- :func:`repeat_write_agent`: **the documented, harness-fixable flaw.** It behaves like the gold agent, but after
+  every successful write it issues the very same write call once more ("retrying" an action that already
+  succeeded). Airline writes are not idempotent (``cancel_reservation`` adds the refunds again,
+  ``book_reservation`` books a second reservation, ``send_certificate`` sends another), so the duplicate changes the
+  DB and the reward drops to 0 (airline task 7 is the reference case); most retail writes refuse the second call
+  or repeat the same value, so the flaw shows mainly on airline. Fix: a validation rule that blocks a write
+  call identical (name and arguments) to one already executed successfully in the episode. The seed ``human``
+  harness deliberately lacks this rule, so an evolution run has something to discover.
+- :func:`quirky_agent`: a mix of failures closer to a provider model's (about half of the airline training tasks
+  fail). It has ``repeat_write_agent``'s recurring flaw everywhere and, on a fixed third of the tasks
+  (:func:`slips_on`, by a hash of the task id), also a slip: on a task with writes it leaves out the first gold
+  write (as ``skip_one_write_agent``); on a task without writes it sends the user an unrequested $100 certificate
+  (airline). The scripted diagnoser and coder fix only the recurring flaw, so slips stay failures in every round:
+  they stand for the model-specific failures a harness edit does not remove.
+
+User model (role ``user``):
+
+- :func:`scripted_user`: opens with the scenario's reason for calling and known info, answers ``yes`` to any
+  question asking for confirmation, and otherwise ends the conversation with ``###STOP###``.
+
+Diagnosis and coding: :data:`diagnoser` and :data:`coder` find and add the rule that blocks a repeated write
+(:data:`FIXES`; the coder patches the ``human`` harness's ``loop.py`` as read from the bundle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from ecdysis.benchmarks.tau2.domain import TauDomain
+from ecdysis.testing.evolution import CannotApply, Edits, Fix, repeats_a_write, scripted_coder, scripted_diagnoser
+
+Plan = list[tuple[str, dict[str, Any]]]
+"""Tool calls (name, arguments) in the order a scripted agent makes them."""
+STOP = "###STOP###"
+CLOSING = "Is there anything else I can help you with?"
+
+
+def _task(context: dict[str, Any]) -> tuple[TauDomain, Any]:
+    domain = TauDomain.load(str(context.get("domain", "")))
+    return domain, domain.task(str(context.get("task_id", "")))
+
+
+def _tool_calls_made(messages: list[dict[str, Any]]) -> int:
+    return sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+
+
+def _final_sent(messages: list[dict[str, Any]], marker: str) -> bool:
+    return any(m.get("role") == "assistant" and marker in str(m.get("content") or "") for m in messages)
+
+
+def _tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"content": None, "tool_calls": [{"id": call_id, "type": "function",
+                                             "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+FINAL_MARKER = "Here is a summary of what I did"
+
+
+def final_message(communicate_info: list[str]) -> str:
+    """The closing message: it carries every string the task requires the agent to communicate."""
+    facts = "; ".join(communicate_info) if communicate_info else "everything you asked for is handled"
+    return f"{FINAL_MARKER}: {facts}."
+
+
+def _plan_agent(messages: list[dict[str, Any]], context: dict[str, Any], plan: list[tuple[str, dict[str, Any]]],
+                info: list[str]) -> str | dict[str, Any]:
+    made = _tool_calls_made(messages)
+    if made < len(plan):
+        name, arguments = plan[made]
+        return _tool_call(f"scripted-{made}", name, arguments)
+    if not _final_sent(messages, FINAL_MARKER):
+        return final_message(info)
+    return CLOSING
+
+
+def _gold_plan(context: dict[str, Any]) -> tuple[TauDomain, list[tuple[str, dict[str, Any]]], list[str]]:
+    domain, task = _task(context)
+    actions = task.evaluation_criteria.actions or []
+    plan = [(a.name, dict(a.arguments)) for a in actions]
+    return domain, plan, list(task.evaluation_criteria.communicate_info or [])
+
+
+def gold_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+               context: dict[str, Any]) -> str | dict[str, Any]:
+    """Performs the task's gold actions, then communicates the required info."""
+    _, plan, info = _gold_plan(context)
+    return _plan_agent(messages, context, plan, info)
+
+
+def skip_one_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                         context: dict[str, Any]) -> str | dict[str, Any]:
+    """The gold agent without the first gold write action."""
+    domain, plan, info = _gold_plan(context)
+    return _plan_agent(messages, context, _without_first_write(domain, plan), info)
+
+
+def repeat_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       context: dict[str, Any]) -> str | dict[str, Any]:
+    """The gold agent with a recurring flaw: every gold write is issued twice in a row (see the module doc)."""
+    domain, plan, info = _gold_plan(context)
+    return _plan_agent(messages, context, _with_writes_repeated(domain, plan), info)
+
+
+def _with_writes_repeated(domain: TauDomain, plan: Plan) -> Plan:
+    doubled: Plan = []
+    for name, arguments in plan:
+        doubled.append((name, arguments))
+        if domain.is_write(name):
+            doubled.append((name, arguments))
+    return doubled
+
+
+def _without_first_write(domain: TauDomain, plan: Plan) -> Plan:
+    writes = [i for i, (name, _) in enumerate(plan) if domain.is_write(name)]
+    return plan[: writes[0]] + plan[writes[0] + 1:] if writes else plan
+
+
+def slips_on(domain: str, task_id: str) -> bool:
+    """Whether :func:`quirky_agent` slips on this task: a fixed third of the tasks, by a hash of their id."""
+    digest = hashlib.sha256(f"{domain}:{task_id}".encode()).digest()
+    return digest[0] % 3 == 0
+
+
+def quirky_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 context: dict[str, Any]) -> str | dict[str, Any]:
+    """``repeat_write_agent``, which also slips on the tasks of :func:`slips_on` (see the module doc)."""
+    domain, plan, info = _gold_plan(context)
+    if slips_on(domain.name, str(context.get("task_id", ""))):
+        plan = _slip(domain, plan, context)
+    return _plan_agent(messages, context, _with_writes_repeated(domain, plan), info)
+
+
+_USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d+\b")
+SLIP_CERTIFICATE_USD = 100
+
+
+def _slip(domain: TauDomain, plan: Plan, context: dict[str, Any]) -> Plan:
+    if any(domain.is_write(name) for name, _ in plan):
+        return _without_first_write(domain, plan)
+    _, task = _task(context)
+    user = _USER_ID.search(str(task.user_scenario.instructions))
+    if "send_certificate" in domain.write_tools and user:
+        return [*plan, ("send_certificate", {"user_id": user.group(0), "amount": SLIP_CERTIFICATE_USD})]
+    return plan
+
+
+CONFIRM_WORDS = ("confirm", "(yes/no)", "shall i proceed", "do you want me to proceed")
+
+
+def scripted_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  context: dict[str, Any]) -> str:
+    """A deterministic user: states the scenario, confirms when asked, then stops.
+
+    It sees the user simulator's conversation, where the agent's utterances have role ``user``.
+    """
+    _, task = _task(context)
+    agent_turns = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+    if len(agent_turns) <= 1:
+        instructions = task.user_scenario.instructions
+        if isinstance(instructions, str):
+            return instructions
+        parts = [instructions.reason_for_call, instructions.known_info]
+        return " ".join(p.strip() for p in parts if p)
+    last = agent_turns[-1].lower()
+    if any(word in last for word in CONFIRM_WORDS):
+        return "Yes, I confirm. Please go ahead."
+    return STOP
+
+
+_RESERVATION_ID = re.compile(r"\b[A-Z0-9]{6}\b")
+
+
+def eager_cancel_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       context: dict[str, Any]) -> str | dict[str, Any]:
+    """A policy-blind agent: it first cancels every reservation the user wants cancelled that the gold actions do
+    not cancel (no policy check), then behaves like the gold agent. The ``human`` harness's airline cancellation
+    rule blocks those calls (airline task 0 is the reference case); the ``direct`` harness executes them."""
+    domain, plan, info = _gold_plan(context)
+    _, task = _task(context)
+    instructions = task.user_scenario.instructions
+    reason = instructions if isinstance(instructions, str) else instructions.reason_for_call or ""
+    eager: list[tuple[str, dict[str, Any]]] = []
+    if domain.name == "airline" and "cancel" in reason.lower():
+        gold_cancels = {args.get("reservation_id") for name, args in plan if name == "cancel_reservation"}
+        for rid in _RESERVATION_ID.findall(reason):
+            if rid not in gold_cancels:
+                eager.append(("cancel_reservation", {"reservation_id": rid}))
+    return _plan_agent(messages, context, eager + plan, info)
+
+
+# -- the harness fix of repeat_write_agent's flaw, for the scripted diagnoser and coder -----------------------------
+
+REPEAT_MARKER = "done_writes"
+_WRITE_BRANCH = re.compile(r"^(?P<indent>[ \t]*)if name in self\.write_tools:\n[ \t]+reply = self\.session\."
+                           r"respond_to_user\(.*\)\n", re.MULTILINE)
+_EXECUTE = re.compile(r"^(?P<indent>[ \t]*)result = self\.session\.call_tool\(call_id, name, arguments\)\n",
+                      re.MULTILINE)
+_BLOCK_REPEAT = """{i}key = (name, json.dumps(arguments, sort_keys=True))
+{i}if name in self.write_tools and key in getattr(self, "done_writes", set()):
+{i}    reason = "this exact write already succeeded in this conversation; do not repeat it"
+{i}    self.session.block(call_id, name, arguments, reason)
+{i}    return "Blocked by policy check, not executed: %s" % reason
+"""
+_REMEMBER_WRITE = """{i}if name in self.write_tools and not result.error:
+{i}    self.done_writes = getattr(self, "done_writes", set()) | {{key}}
+"""
+
+
+def _repeat_block_edits(text: str) -> Edits:
+    """Edits of the ``human`` harness's ``loop.py`` (as read from the bundle): block a write identical to one that
+    already succeeded in the episode, and remember each successful write."""
+    if REPEAT_MARKER in text:
+        return []
+    branch, execute = _WRITE_BRANCH.search(text), _EXECUTE.search(text)
+    if branch is None or execute is None:
+        raise CannotApply("loop.py has no write-confirmation branch followed by a tool call to guard")
+    return [(branch.group(0), _BLOCK_REPEAT.format(i=branch["indent"]) + branch.group(0)),
+            (execute.group(0), execute.group(0) + _REMEMBER_WRITE.format(i=execute["indent"]))]
+
+
+FIXES = (
+    Fix(hint="Block a write call identical (name and arguments) to one that already succeeded in this episode.",
+        recognises=lambda record: repeats_a_write(record.get("tool_call_history") or []),
+        file="loop.py", edits=_repeat_block_edits),
+)
+diagnoser = scripted_diagnoser(FIXES)
+coder = scripted_coder(FIXES)

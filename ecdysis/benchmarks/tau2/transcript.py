@@ -1,0 +1,41 @@
+"""A τ² episode's transcript (the shape is :mod:`ecdysis.benchmarks.episode`'s) as the grader and τ² read it: the
+executed calls, and τ²'s own ``SimulationRun``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ecdysis.benchmarks.episode import transcript_calls
+from ecdysis.benchmarks.tau2.grading import WriteCall
+from ecdysis.records import TerminationReason
+
+
+def executed_calls(messages: list[dict[str, Any]]) -> list[WriteCall]:
+    """Every executed tool call, in order (the grader keeps only the writes)."""
+    return [WriteCall(call["name"], call["arguments"]) for call in transcript_calls(messages)]
+
+
+def to_simulation_run(messages: list[dict[str, Any]], task_id: str, termination: TerminationReason | str,
+                      run_id: str = "ecdysis") -> Any:
+    """τ²'s ``SimulationRun`` for a transcript, so τ²'s own evaluator can grade it (used to check our grader)."""
+    from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
+    from tau2.data_model.simulation import SimulationRun
+    from tau2.data_model.simulation import TerminationReason as TauReason
+
+    reason = TerminationReason(termination)
+    tau_reason = TauReason(reason.value) if reason.value in {r.value for r in TauReason} else TauReason.AGENT_ERROR
+    out: list[Any] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in message["tool_calls"]]
+            out.append(AssistantMessage(role="assistant", content=message.get("content"), tool_calls=calls))
+        elif role == "assistant":
+            out.append(AssistantMessage(role="assistant", content=message.get("content")))
+        elif role == "user":
+            out.append(UserMessage(role="user", content=message.get("content")))
+        elif role == "tool":
+            out.append(ToolMessage(id=message["tool_call_id"], role="tool", content=message.get("content"),
+                                   error=bool(message.get("error"))))
+    return SimulationRun(id=run_id, task_id=task_id, start_time="", end_time="", duration=0.0,
+                         termination_reason=tau_reason, messages=out)

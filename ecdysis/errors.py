@@ -1,0 +1,19 @@
+"""The one base of systemic faults: what must stop a run rather than be recorded as data.
+
+Per-episode and per-candidate failures are data (a trajectory, a rejected candidate, a note). A :class:`Fatal`
+exception is not: a crossed budget, a store that cannot be written, a provider that tests must never reach. Code
+that turns failures into data lets these through by catching ``Exception`` *after* ``Fatal``::
+
+    try:
+        spec = diagnoser.diagnose(...)
+    except Fatal:
+        raise
+    except Exception as exc:
+        note = f"diagnosis failed: {exc}"
+"""
+
+from __future__ import annotations
+
+
+class Fatal(Exception):
+    """A systemic fault: the run stops (completed steps stay checkpointed and can be resumed)."""

@@ -1,0 +1,199 @@
+"""Scripted diagnosers and coding agents, built from a benchmark's list of known harness flaws.
+
+A benchmark's ``scripted`` module describes each flaw its scripted task model has as a :class:`Fix`: how to recognise
+it in a failure record, what to ask for, which bundle file to change and how — computed from the text *read from
+the bundle*, never from a copy of it, so a seed harness that changes under the fix makes the scripted coder fail
+loudly instead of silently patching text that is no longer there. Then::
+
+    FIXES = (Fix(...),)
+    diagnoser = scripted_diagnoser(FIXES)     # model "scripted/<that module>:diagnoser"
+    coder = scripted_coder(FIXES)             # model "scripted/<that module>:coder"
+
+- the diagnoser answers a ModificationSpec (JSON) derived from the failure batch in the prompt: one pattern and one
+  change per failure signature, the change naming the fix whose ``recognises`` matches (else a generic one);
+- the coder works through the real coding tool loop: read the fix's file, apply each edit, run the self-test, done;
+  it changes nothing when the fix is already in, and says why when it cannot find what it must change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ecdysis.protocols import ScriptedModelFn
+
+Edits = list[tuple[str, str]]
+
+
+class CannotApply(Exception):
+    """The text a fix must change is not in the file as read from the bundle."""
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One harness flaw a scripted diagnoser recognises and a scripted coder repairs."""
+
+    hint: str
+    """The change the diagnoser asks for (the coder recognises its request by this text)."""
+    recognises: Callable[[dict[str, Any]], bool]
+    """Whether a failure record (as the prompt shows it: JSON) shows this flaw."""
+    file: str
+    """The bundle file the coder edits."""
+    edits: Callable[[str], Edits]
+    """``(old, new)`` replacements computed from the file's current text; ``[]`` when the fix is already in; raises
+    :class:`CannotApply` when the text to change is not there."""
+
+
+def tool_call(turn: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message asking for one tool call."""
+    return {"content": None, "tool_calls": [{"id": f"call-{turn}-{name}", "type": "function",
+                                             "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def between(messages: list[dict[str, Any]], begin: str, end: str) -> str | None:
+    """The text between two markers in the first message holding both."""
+    for message in messages:
+        text = str(message.get("content") or "")
+        if begin in text and end in text:
+            return text.split(begin, 1)[1].split(end, 1)[0]
+    return None
+
+
+def repeats_a_write(history: list[dict[str, Any]]) -> bool:
+    """Whether a call repeats one (same name and arguments) that already executed without error."""
+    succeeded = set()
+    for call in history:
+        key = (call["name"], json.dumps(call.get("arguments"), sort_keys=True))
+        if key in succeeded and call.get("executed"):
+            return True
+        if call.get("executed") and not call.get("error"):
+            succeeded.add(key)
+    return False
+
+
+def scripted_diagnoser(fixes: Sequence[Fix]) -> ScriptedModelFn:
+    """A diagnoser that answers a spec with one validation-rule change per failure signature."""
+
+    def diagnoser(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+        records = between(messages, "FAILURE_RECORDS_JSON_BEGIN", "FAILURE_RECORDS_JSON_END")
+        failures = json.loads(records) if records else []
+        by_signature: dict[str, list[dict[str, Any]]] = {}
+        for record in failures:
+            by_signature.setdefault(record["signature"], []).append(record)
+        patterns, changes = [], []
+        for signature, group in sorted(by_signature.items()):
+            decisions = sorted({r["failure_decision"] for r in group})
+            patterns.append({"signature": signature, "description": "; ".join(decisions),
+                             "task_ids": sorted({r["task_id"] for r in group}),
+                             "models": sorted({r["model"] for r in group}),
+                             "failure_ids": sorted(r["failure_id"] for r in group), "systematic": len(group) > 1})
+            fix = next((f for f in fixes if any(f.recognises(r) for r in group)), None)
+            changes.append({
+                "component": "validation_rules",
+                "description": fix.hint if fix else f"Prevent failures of kind {signature}.",
+                "rationale": f"{len(group)} failure(s) share the signature {signature}: {decisions[0]}",
+                "evidence": sorted(r["failure_id"] for r in group), "addresses": [signature]})
+        spec = {"failure_patterns": patterns, "proposed_changes": changes,
+                "implementation_notes": "Add the check where tool calls are validated; read state only through peek.",
+                "must_not_change": ["the run(session) loop", "behaviour on calls that comply with the policy"]}
+        return json.dumps(spec)
+
+    return diagnoser
+
+
+def asked_changes(messages: list[dict[str, Any]]) -> str:
+    """The descriptions of the spec's proposed changes (what the coder is asked to do, not what it must keep)."""
+    spec_json = between(messages, "SPEC_JSON_BEGIN", "SPEC_JSON_END") or ""
+    try:
+        changes = json.loads(spec_json).get("proposed_changes") or []
+    except (ValueError, AttributeError):
+        return spec_json
+    return "\n".join(str(change.get("description", "")) for change in changes if isinstance(change, dict))
+
+
+def coding_step(messages: list[dict[str, Any]], path: str, edits: Callable[[str], Edits]) -> dict[str, Any]:
+    """The next turn of a coder that reads ``path``, applies ``edits(text read)``, runs the self-test and ends.
+
+    Decided from the tool results so far, so the same conversation always gets the same turn."""
+    results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+    turn = len(results)
+    if turn == 0:
+        return tool_call(turn, "read_file", {"path": path})
+    try:
+        planned = edits(results[0])
+    except CannotApply as exc:
+        return tool_call(turn, "done", {"summary": f"cannot apply the change: {exc}"})
+    if not planned:
+        return tool_call(turn, "done", {"summary": "nothing to change"})
+    if turn <= len(planned):
+        old, new = planned[turn - 1]
+        return tool_call(turn, "edit_file", {"path": path, "old": old, "new": new})
+    if turn == len(planned) + 1:
+        return tool_call(turn, "run_selftest", {})
+    return tool_call(turn, "done", {"summary": results[-1]})
+
+
+def scripted_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
+    """A coder that implements whichever fix the spec asks for (the first one named), unless it is already in."""
+
+    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+              context: dict[str, Any]) -> dict[str, Any]:
+        asked = asked_changes(messages)
+        fix = next((f for f in fixes if f.hint in asked), None)
+        if fix is None:
+            return coding_step(messages, "harness.py", lambda text: [])
+        return coding_step(messages, fix.file, fix.edits)
+
+    return coder
+
+
+def edit_after(anchor: str, addition: str, *, marker: str) -> Callable[[str], Edits]:
+    """Edits that insert ``addition`` before the line holding ``anchor`` (found in the text read), unless ``marker``
+    shows the addition is already in."""
+
+    def edits(text: str) -> Edits:
+        if marker in text:
+            return []
+        if anchor not in text:
+            raise CannotApply(f"{anchor!r} is not in the file")
+        return [(anchor, addition + anchor)]
+
+    return edits
+
+
+def replace_text(old: str, new: str) -> Callable[[str], Edits]:
+    """Edits that replace ``old`` by ``new`` in the text read (CannotApply when it is not there)."""
+
+    def edits(text: str) -> Edits:
+        if old not in text:
+            raise CannotApply(f"{old!r} is not in the file")
+        return [(old, new)]
+
+    return edits
+
+
+def coder_syntax_error(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       context: dict[str, Any]) -> dict[str, Any]:
+    """Breaks harness.py: a syntax error in ``run``'s signature."""
+    return coding_step(messages, "harness.py", replace_text("def run(session):", "def run(session)"))
+
+
+def coder_bad_selftest(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       context: dict[str, Any]) -> dict[str, Any]:
+    """Compiles, but its self-test fails inside the sandbox."""
+    return coding_step(messages, "harness.py",
+                       replace_text("def selftest():\n", "def selftest():\n    assert False, 'scripted to fail'\n"))
+
+
+def diagnoser_garbage(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                      context: dict[str, Any]) -> str:
+    """Never produces a valid specification (the round must be rejected, not crash)."""
+    return "I think the harness is fine."
+
+
+def echo(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+    """Echoes the last user message (for the gateway proxy's tests)."""
+    last = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+    return f"echo: {last}"

@@ -1,0 +1,72 @@
+"""A model call in flight is cut off at the episode's wall-clock deadline, and so is a retry that could not finish.
+
+The slow model is the package's OpenAI-compatible stub behind litellm; nothing of ours is mocked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+from ecdysis.llm import DeadlineExceeded, Gateway, GatewayConfig, LLMCallError
+from ecdysis.llm.config import ModelConfig
+from ecdysis.records import Role, TerminationReason
+from ecdysis.testing.stub_server import StubServer
+
+ASK = [{"role": "user", "content": "hello"}]
+SLOW_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def slow_stub() -> Iterator[StubServer]:
+    with StubServer(latency_s=SLOW_S) as stub:
+        yield stub
+
+
+def _gateway(stub: StubServer, **fields: object) -> Gateway:
+    config = {"models": {"openai/slow": ModelConfig(api_base=stub.api_base)}, "cache": False,
+              "backoff_base_s": 0.01, **fields}
+    return Gateway(GatewayConfig.model_validate(config))
+
+
+def test_a_slow_call_is_cut_off_at_the_deadline(slow_stub: StubServer) -> None:
+    gateway = _gateway(slow_stub)
+    began = time.monotonic()
+    with pytest.raises(DeadlineExceeded) as cut:
+        gateway.complete("openai/slow", ASK, role=Role.TASK, deadline=began + 0.5)
+    assert time.monotonic() - began < SLOW_S  # it did not wait for the reply
+    assert cut.value.retries == 0  # no retry could have finished before the deadline
+    usage = gateway.usage()
+    assert usage.calls == 1 and usage.errors == 1  # the failed attempt is accounted
+
+
+def test_a_passed_deadline_sends_nothing(slow_stub: StubServer) -> None:
+    before = slow_stub.requests
+    with pytest.raises(DeadlineExceeded, match="deadline passed"):
+        _gateway(slow_stub).complete("openai/slow", ASK, role=Role.TASK, deadline=time.monotonic() - 1)
+    assert slow_stub.requests == before
+
+
+def test_no_retry_starts_that_would_end_after_the_deadline() -> None:
+    with StubServer(failure_rate=1.0, fail_statuses=(503,)) as stub:
+        gateway = _gateway(stub, backoff_base_s=5.0, max_retries=5)
+        with pytest.raises(DeadlineExceeded) as cut:
+            gateway.complete("openai/slow", ASK, role=Role.TASK, deadline=time.monotonic() + 1.0)
+        assert stub.requests == 1 and cut.value.retries == 0
+        with pytest.raises(LLMCallError) as plain:  # without a deadline it is the ordinary failure after retries
+            _gateway(stub, max_retries=2).complete("openai/slow", ASK, role=Role.TASK)
+        assert not isinstance(plain.value, DeadlineExceeded) and plain.value.retries == 2
+
+
+def test_an_episode_whose_model_outlives_its_budget_ends_as_timeout(slow_stub: StubServer, backend: object) -> None:
+    from test_episode import request
+
+    gateway = _gateway(slow_stub)
+    episode = request("airline", "1", "direct", "openai/slow", wall_clock_s=2.0)
+    trajectory = Tau2Benchmark().run(episode, backend, gateway)  # type: ignore[arg-type]
+    assert trajectory.termination_reason is TerminationReason.TIMEOUT, trajectory.error
+    assert trajectory.wall_time_s < SLOW_S and trajectory.reward == 0.0
+    assert "wall-clock budget ran out during a task-model call" in (trajectory.error or "")
