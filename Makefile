@@ -36,8 +36,8 @@ test: setup sandbox-ready
 	exit $$rc
 
 lint: setup
-	$(VENV)/bin/ruff check ecdysis tests
-	$(VENV)/bin/mypy ecdysis
+	$(VENV)/bin/ruff check ecdysis benchmarks tests
+	$(VENV)/bin/mypy ecdysis benchmarks
 
 demo: setup sandbox-ready
 	$(VENV)/bin/ecdysis demo

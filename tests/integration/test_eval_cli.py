@@ -112,3 +112,15 @@ def test_hostile_harnesses_cannot_take_the_evaluation_down(local_ray: dict[str, 
         assert {t.termination_reason.value for t in rows} == {reason}, [t.error for t in rows]
     notes = [t.error for t in stored if t.harness_hash == bundle_hash(bundles["surrogate"])]
     assert notes == ["gone \ufffd"] * 4
+
+
+def test_eval_needs_a_model_unless_a_config_names_one(local_ray: dict[str, Any], tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval", "--task-id", "0", "--store", str(tmp_path / "runs")])
+    assert result.exit_code == 1 and "name the task model: --model MODEL" in result.output
+    result = runner.invoke(app, ["eval", "--config", "scripted", "--task-id", "7", "--trials", "1", "--sandbox",
+                                 "process", "--workers", "1", "--store", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    [run] = ArtifactStore(tmp_path / "runs").list_runs()
+    (stored,) = ArtifactStore(tmp_path / "runs").read("trajectories", run_id=run.run_id)
+    assert stored.model == "scripted/ecdysis.benchmarks.tau2.scripted:repeat_write_agent"  # the config's model
+    assert stored.reward == 0.0  # its flaw, under the human harness

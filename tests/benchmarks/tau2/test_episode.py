@@ -182,3 +182,20 @@ def test_gold_agent_in_docker(gateway: object) -> None:
         docker_backend.shutdown()
     assert (trajectory.termination_reason, trajectory.reward) == (TerminationReason.USER_STOP, 1.0), trajectory.error
     assert [c.name for c in trajectory.tool_calls if c.executed][-2:] == ["cancel_reservation", "cancel_reservation"]
+
+
+def test_the_in_memory_backend_is_a_peer_of_the_real_ones(backend: object, gateway: object) -> None:
+    """The testing kit's in-memory sandbox gives the same trajectories as the process sandbox, without a process."""
+    from ecdysis.testing.sandbox import InMemoryBackend
+
+    memory = InMemoryBackend()
+    try:
+        requests = [request("airline", tid, harness, model) for tid in ("0", "7") for harness in ("direct", "human")
+                    for model in ("gold_agent", "repeat_write_agent")]
+        fast = [TAU2.run(r, memory, gateway) for r in requests]  # type: ignore[arg-type]
+    finally:
+        memory.shutdown()
+    real = run_many(requests, backend, gateway)
+    assert [(t.termination_reason, t.reward, [c.name for c in t.tool_calls]) for t in fast] == \
+        [(t.termination_reason, t.reward, [c.name for c in t.tool_calls]) for t in real]
+    assert {t.sandbox for t in fast} == {"in-memory"}
