@@ -202,8 +202,10 @@ class EpisodeEnvironment(Protocol):
     """OpenAI tool schemas of the benchmark's tools (``session.tools``)."""
     config: dict[str, Any]
     """Extra facts for the harness (``session.config``), e.g. the names of write tools. Never gold."""
-    finished: bool
-    """True once the episode is over on the benchmark's side (an answer was committed)."""
+    @property
+    def finished(self) -> bool:
+        """True once the episode is over on the benchmark's side (an answer was committed)."""
+        ...
 
     def respond(self, text: str, *, deadline: float | None) -> tuple[str, bool]:
         """The user's reply to what the agent said, and whether the user ended the conversation. May raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,13 @@ if os.environ.get("ECDYSIS_LIVE_TESTS") != "1":
         if key.endswith("_API_KEY") or key in ("AWS_BEARER_TOKEN_BEDROCK",):
             os.environ.pop(key)
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# AgentBench's data is never part of the project: tests read it from the workplace's shared folder (in or beside the
+# checkout), unless ECDYSIS_AGENTBENCH_DATA names another copy.
+_REPO = Path(__file__).resolve().parents[1]
+for _candidate in (_REPO / "shared" / "agentbench", _REPO.parent / "shared" / "agentbench"):
+    if "ECDYSIS_AGENTBENCH_DATA" not in os.environ and (_candidate / "MANIFEST.json").is_file():
+        os.environ["ECDYSIS_AGENTBENCH_DATA"] = str(_candidate)
 
 
 @pytest.fixture(scope="session")

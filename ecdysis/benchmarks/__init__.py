@@ -6,7 +6,7 @@ trusted side, its seed harnesses and its scripted participants; it is listed her
 >>> TypeAdapter(BenchmarkConfig).validate_python({"domain": "retail"}).name   # no type: τ²
 'tau2'
 >>> sorted(CONFIGS)
-['refund-desk', 'tau2']
+['agentbench-db', 'agentbench-os', 'refund-desk', 'tau2']
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag
 
+from ecdysis.benchmarks.agentbench.config import AgentBenchDBConfig, AgentBenchOSConfig
 from ecdysis.benchmarks.base import BenchmarkSection
 from ecdysis.benchmarks.refund_desk.config import RefundDeskConfig
 from ecdysis.benchmarks.tau2.config import Tau2Config
@@ -26,6 +27,8 @@ DEFAULT = "tau2"
 CONFIGS: dict[str, type[BenchmarkSection]] = {
     "tau2": Tau2Config,
     "refund-desk": RefundDeskConfig,
+    "agentbench-db": AgentBenchDBConfig,
+    "agentbench-os": AgentBenchOSConfig,
 }
 """Registry: benchmark name (``Task.benchmark``) → its config class."""
 
@@ -38,7 +41,9 @@ def _type_of(value: Any) -> str:
 
 BenchmarkConfig = Annotated[
     Annotated[Tau2Config, Tag("tau2")]
-    | Annotated[RefundDeskConfig, Tag("refund-desk")],
+    | Annotated[RefundDeskConfig, Tag("refund-desk")]
+    | Annotated[AgentBenchDBConfig, Tag("agentbench-db")]
+    | Annotated[AgentBenchOSConfig, Tag("agentbench-os")],
     Discriminator(_type_of),
 ]
 """The ``benchmark:`` section of a run config: one member per benchmark, chosen by ``type``."""

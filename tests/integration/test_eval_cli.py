@@ -98,8 +98,8 @@ def test_hostile_harnesses_cannot_take_the_evaluation_down(local_ray: dict[str, 
         (bundles[name] / "line").write_text(line + "\n")
     result = runner.invoke(app, ["eval", "--harness", "human", "--harness", str(bundles["deep"]), "--harness",
                                  str(bundles["surrogate"]), "--model", GOLD, "--user-model", USER, "--trials", "2",
-                                 "--sandbox", "process", "--workers", "1", "--concurrency", "4", "--store", str(tmp_path / "runs"),
-                                 "--task-id", "7", "--task-id", "14"])
+                                 "--sandbox", "process", "--workers", "1", "--concurrency", "4", "--store",
+                                 str(tmp_path / "runs"), "--task-id", "7", "--task-id", "14"])
     assert result.exit_code == 0, result.output
     assert _accuracy(result.output, "human") == 1.0
     store = ArtifactStore(tmp_path / "runs")

@@ -1,0 +1,171 @@
+"""AgentBench DBBench and OS interaction behind the benchmark seam (:class:`ecdysis.protocols.Benchmark`).
+
+Splits: ``train`` is upstream's dev split (OS: plus a seeded sample of its training file), ``test`` its std split.
+Tasks that cannot run here (OS tasks needing an upstream script file or the network; a DBBench table no server can
+build) are left out of every draw. Each worker process keeps one service (the shared MariaDB server's connections;
+the Docker client and the checked task image) for all its episodes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ecdysis.benchmarks.agentbench.config import AgentBenchDBConfig, AgentBenchOSConfig
+from ecdysis.benchmarks.agentbench.environment import AgentBenchEnvironment
+from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, AgentBenchData
+from ecdysis.benchmarks.episode import run_episode
+from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
+from ecdysis.records import Split, Task, Trajectory
+
+HARNESSES = Path(__file__).resolve().parent / "harnesses"
+
+
+class _AgentBench:
+    """What both variants share: data, splits, task selection, the per-process service, the episode."""
+
+    name = ""
+    domain = ""
+    answer_tools: tuple[str, ...] = ()
+
+    def __init__(self, config: AgentBenchDBConfig | AgentBenchOSConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._tasks: dict[str, dict[str, Any]] | None = None
+        self._service: Any = None
+
+    # -- data and tasks -----------------------------------------------------------------------------------------
+
+    def data(self) -> AgentBenchData:
+        data = AgentBenchData(self.config.data_dir)
+        # The scripted participants (tests, demos) read the same folder; they only see the environment.
+        os.environ.setdefault(DATA_ENV, str(data.root))
+        return data
+
+    def _load(self, data: AgentBenchData) -> dict[str, list[Any]]:
+        raise NotImplementedError
+
+    def _by_split(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            if self._tasks is None:
+                loaded = self._load(self.data())
+                self._tasks = {split: {task.task_id: task for task in tasks} for split, tasks in loaded.items()}
+            return self._tasks
+
+    def task(self, task_id: str) -> Any:
+        """The variant's task record (trusted side: it holds the gold)."""
+        for tasks in self._by_split().values():
+            if task_id in tasks:
+                return tasks[task_id]
+        raise ValueError(f"unknown {self.name} task {task_id!r}; ids look like "
+                         f"{', '.join(list(self._by_split()['test'])[:3])}")
+
+    def tasks(self, split: str | None, n: int | None = None, seed: int = 0,
+              ids: Sequence[str] | None = None) -> list[Task]:
+        by_split = self._by_split()
+        if ids is not None:
+            return [self._record(self.task(str(tid))) for tid in ids]
+        if split not in by_split:
+            raise ValueError(f"unknown split {split!r} for {self.name}; known: train (upstream's dev), test (std)")
+        pool = list(by_split[split])
+        if n is not None:
+            if not 0 <= n <= len(pool):
+                raise ValueError(f"cannot draw n={n} tasks from the {len(pool)} of split {split} of {self.name}")
+            chosen = set(random.Random(f"{self.name}:{split}:{seed}").sample(pool, n))
+            pool = [tid for tid in pool if tid in chosen]
+        return [self._record(by_split[split][tid]) for tid in pool]
+
+    def _record(self, task: Any) -> Task:
+        split = Split.TEST if task.split == "std" else Split.TRAIN
+        return Task(benchmark=self.name, domain=self.domain, task_id=task.task_id, split=split)
+
+    # -- episodes -----------------------------------------------------------------------------------------------
+
+    def _new_service(self) -> Any:
+        raise NotImplementedError
+
+    def system_prompt(self) -> str:
+        """Upstream's system message, the harness's ``session.policy``."""
+        raise NotImplementedError
+
+    def service(self) -> Any:
+        """This process's service, made on first use."""
+        with self._lock:
+            if self._service is None:
+                self._service = self._new_service()
+            return self._service
+
+    def preload(self) -> None:
+        self._by_split()
+        self.service()
+
+    def run(self, request: EpisodeRequest, backend: SandboxBackend, llm: LLMClient) -> Trajectory:
+        task = self.task(request.task.task_id)
+
+        def environment(context: dict[str, Any]) -> AgentBenchEnvironment:
+            episode = self.service().open(task, f"{context['trajectory_id']}-{request.attempt}")
+            return AgentBenchEnvironment(episode, policy=self.system_prompt(), instruction=task.prompt,
+                                         answer_tools=list(self.answer_tools), benchmark=self.name)
+
+        return run_episode(request, backend=backend, llm=llm, environment=environment)
+
+    def seed_harnesses(self) -> dict[str, Path]:
+        return {name: HARNESSES / name for name in ("noop", "direct", "human")}
+
+
+class AgentBenchDB(_AgentBench):
+    """DBBench: SQL questions and INSERT/UPDATE tasks on one table, in a database of the episode's own."""
+
+    name = "agentbench-db"
+    domain = "dbbench"
+    answer_tools = ("commit_final_answer",)
+
+    def _load(self, data: AgentBenchData) -> dict[str, list[Any]]:
+        from ecdysis.benchmarks.agentbench.dbbench import load_tasks
+
+        return {"train": load_tasks(data, "dev"), "test": load_tasks(data, "std")}
+
+    def _new_service(self) -> Any:
+        from ecdysis.benchmarks.agentbench.dbbench import DBBenchService, MariaDBServer
+
+        assert isinstance(self.config, AgentBenchDBConfig)
+        return DBBenchService(MariaDBServer(), statement_timeout=self.config.statement_timeout_s)
+
+    def system_prompt(self) -> str:
+        from ecdysis.benchmarks.agentbench.dbbench import SYSTEM_PROMPT
+
+        return SYSTEM_PROMPT
+
+
+class AgentBenchOS(_AgentBench):
+    """OS interaction: shell tasks in a task container of the episode's own, graded as upstream does."""
+
+    name = "agentbench-os"
+    domain = "os"
+    answer_tools = ("answer_action", "finish_action")
+
+    def _load(self, data: AgentBenchData) -> dict[str, list[Any]]:
+        from ecdysis.benchmarks.agentbench.os_interaction import load_tasks
+
+        assert isinstance(self.config, AgentBenchOSConfig)
+        train = load_tasks(data, "dev")
+        if self.config.train_sample:
+            train += load_tasks(data, "train", train_sample=self.config.train_sample,
+                                seed=self.config.selection_seed)
+        return {"train": [t for t in train if t.unsupported is None],
+                "test": [t for t in load_tasks(data, "std") if t.unsupported is None]}
+
+    def _new_service(self) -> Any:
+        from ecdysis.benchmarks.agentbench.os_interaction import OSService
+
+        assert isinstance(self.config, AgentBenchOSConfig)
+        return OSService(command_timeout_s=self.config.command_timeout_s)
+
+    def system_prompt(self) -> str:
+        from ecdysis.benchmarks.agentbench.os_interaction import SYSTEM_PROMPT
+
+        return SYSTEM_PROMPT

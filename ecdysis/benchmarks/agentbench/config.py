@@ -1,0 +1,49 @@
+"""The ``benchmark: {type: agentbench-db}`` and ``{type: agentbench-os}`` sections."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from ecdysis.benchmarks.base import BenchmarkSection
+
+if TYPE_CHECKING:
+    from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB, AgentBenchOS
+
+
+class _AgentBenchSection(BenchmarkSection):
+    data_dir: str | None = None
+    """The AgentBench data folder (a checkout of THUDM/AgentBench at the pinned commit, or this project's
+    ``shared/agentbench``); None: ``$ECDYSIS_AGENTBENCH_DATA``. Every file is checked against its pinned sha256."""
+
+
+class AgentBenchDBConfig(_AgentBenchSection):
+    """AgentBench DBBench on a host-local MariaDB: train on dev, test on std."""
+
+    type: Literal["agentbench-db"] = "agentbench-db"
+    """Selects AgentBench DBBench."""
+    statement_timeout_s: float = Field(default=10.0, gt=0)
+    """Time limit of one SQL statement of the agent."""
+
+    def build(self) -> AgentBenchDB:
+        from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB
+
+        return AgentBenchDB(self)
+
+
+class AgentBenchOSConfig(_AgentBenchSection):
+    """AgentBench OS interaction in a per-episode task container: train on dev (plus a seeded sample of the training
+    file), test on std."""
+
+    type: Literal["agentbench-os"] = "agentbench-os"
+    """Selects AgentBench OS interaction."""
+    train_sample: int = Field(default=0, ge=0)
+    """How many tasks of upstream's training file to add to the training split (seeded by ``selection_seed``)."""
+    command_timeout_s: float = Field(default=30.0, gt=0)
+    """Time limit of one of the agent's shell commands."""
+
+    def build(self) -> AgentBenchOS:
+        from ecdysis.benchmarks.agentbench.benchmark import AgentBenchOS
+
+        return AgentBenchOS(self)

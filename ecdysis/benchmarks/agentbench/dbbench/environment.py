@@ -1,0 +1,495 @@
+"""DBBench episodes on the host's MariaDB server: one fresh database and one fresh user per episode.
+
+:class:`DBBenchService` (one per worker process, shared by its threads) opens a :class:`DBEpisode` for a task: a
+database named ``dbb_<random>`` holding the task's table (every column TEXT, rows inserted over the trusted admin
+connection, as upstream builds it) and a user of the same name, with a random password, rights on that database only
+and a per-statement time limit. The agent's SQL runs only as that user, on the episode's own connection. Grading
+reads the final table over the admin connection. Gold fields of the task never enter the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from ecdysis.benchmarks.agentbench.dbbench.grading import Grade, answers_match, quote_identifier, table_hash_query
+from ecdysis.benchmarks.agentbench.dbbench.server import COLLATION, EPISODE_PREFIX, MariaDBServer, rollback_prepared_xa
+from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask
+from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
+
+log = logging.getLogger(__name__)
+
+OUTPUT_LIMIT = 800
+"""Upstream cuts a statement's rendered result (or error) to this many characters and appends TRUNCATED_MARK."""
+TRUNCATED_MARK = "[TRUNCATED]"
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {
+        "name": "execute_sql",
+        "description": "Executes a given SQL statement on the database and returns the result.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "The SQL query to be executed."}},
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    }},
+    {"type": "function", "function": {
+        "name": "commit_final_answer",
+        "description": "Commits the final answer after all operations are completed.",
+        "parameters": {
+            "type": "object",
+            "properties": {"answers": {"type": "array", "items": {"type": "string"},
+                                       "description": "The list of final answers to commit."}},
+            "required": ["answers"],
+            "additionalProperties": False,
+        },
+    }},
+]
+"""OpenAI function schemas of DBBench's two tools, as upstream's function-calling variant declares them."""
+
+# Upstream's messages, word for word.
+PARSE_ERROR = "Error: Failed to parse tool call. Tool call format is incorrect."
+UNKNOWN_TOOL = "Invalid function call. Please call a tool instead."
+EMPTY_RESPONSE = "No response from database."
+TIMED_OUT = "Error: SQL execution timed out."
+
+_ER_STATEMENT_TIMEOUT = 1969  # max_statement_time exceeded: shown as upstream shows its own time-out
+_ER_CONNECTION_KILLED = 1927
+_ER_LOCK_WAIT_TIMEOUT = 1205
+_ER_BAD_DB = 1049
+
+# What the episode user may do inside its own database. Upstream's agent is root; DBBench needs tables only. No
+# views, routines, triggers or events (code that could later run with the grader's rights), no LOCK TABLES (it could
+# stall the grader), and nothing global (FILE, PROCESS, CREATE USER, SHOW DATABASES…).
+EPISODE_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES"
+_INSERT_BATCH_BYTES = 1 << 20
+_WATCHDOG_GRACE_S = 2.0
+
+
+def cut(text: str) -> str:
+    """``text`` cut to :data:`OUTPUT_LIMIT` characters, marked as upstream marks it."""
+    return text[:OUTPUT_LIMIT] + TRUNCATED_MARK if len(text) > OUTPUT_LIMIT else text
+
+
+def render_error(exc: pymysql.err.MySQLError) -> str:
+    """A server error as the agent sees it, as upstream's client library (mysql-connector) words it:
+    ``"<code> (<SQLSTATE>): <message>"``."""
+    if len(exc.args) >= 2 and isinstance(exc.args[0], int):
+        sqlstate = getattr(exc, "sqlstate", None)
+        return f"{exc.args[0]} ({sqlstate}): {exc.args[1]}" if sqlstate else f"{exc.args[0]}: {exc.args[1]}"
+    return str(exc)
+
+
+def _render_result(cur: pymysql.cursors.SSCursor) -> str:
+    """The rows of an executed statement as upstream renders them, ``str(list_of_row_tuples)``, built only up to the
+    cut so that a huge result costs no memory. The rest of the rows is read and discarded by the caller."""
+    if cur.description is None:
+        return "[]"
+    parts = ["["]
+    length = 1
+    first = True
+    while length <= OUTPUT_LIMIT:
+        row = cur.fetchone()
+        if row is None:
+            parts.append("]")
+            return "".join(parts)
+        piece = repr(tuple(row)) if first else ", " + repr(tuple(row))
+        first = False
+        parts.append(piece)
+        length += len(piece)
+    return "".join(parts)  # longer than the limit: cut() marks it; the missing "]" is past the cut anyway
+
+
+def _is_client_error(exc: BaseException) -> bool:
+    """A connection-level fault (pymysql's 2000-range codes, socket errors), as opposed to the server refusing a
+    statement."""
+    if isinstance(exc, pymysql.err.InterfaceError | OSError):
+        return True
+    return bool(isinstance(exc, pymysql.err.OperationalError) and exc.args and isinstance(exc.args[0], int)
+                and 2000 <= exc.args[0] < 3000)
+
+
+class DBBenchService:
+    """Opens DBBench episodes on ``server``. One per worker process; thread-safe (episodes run concurrently in
+    threads). Starts the server on construction if none runs (:meth:`MariaDBServer.ensure_running`).
+
+    ``statement_timeout`` is the limit on each statement the agent runs (seconds; MariaDB's ``max_statement_time``
+    on the episode user, with a watchdog that kills the statement shortly after in case the agent lifts it)."""
+
+    def __init__(self, server: MariaDBServer, *, statement_timeout: float = 10.0, max_idle_admin: int = 4) -> None:
+        self.server = server
+        self.statement_timeout = statement_timeout
+        self._max_idle = max_idle_admin
+        self._idle: list[pymysql.Connection] = []
+        self._pool_lock = threading.Lock()
+        server.ensure_running()
+
+    @contextlib.contextmanager
+    def admin(self) -> Iterator[pymysql.Connection]:
+        """An admin connection from the pool for the duration of the block (autocommit on). A connection that
+        raised is discarded. Raises :class:`EnvironmentSetupError` when the server does not answer."""
+        conn = self._pooled()
+        if conn is None:
+            try:
+                conn = self.server.connect_admin()
+            except EnvironmentSetupError:
+                # The server may have been stopped or crashed since; start it again (or attach) once.
+                self.server.ensure_running()
+                conn = self.server.connect_admin()
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
+        with self._pool_lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _pooled(self) -> pymysql.Connection | None:
+        while True:
+            with self._pool_lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            try:
+                conn.ping(reconnect=False)
+            except pymysql.err.MySQLError:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                continue
+            return conn
+
+    def close(self) -> None:
+        """Close the pooled admin connections (episodes still open stay usable; the server keeps running)."""
+        with self._pool_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def open(self, task: DBTask, episode_id: str) -> DBEpisode:
+        """A fresh episode of ``task``: its database, user and the agent's connection. The caller must
+        :meth:`DBEpisode.close` it (or use it as a context manager). Raises :class:`EnvironmentSetupError` when the
+        database cannot be prepared."""
+        name = EPISODE_PREFIX + secrets.token_hex(8)
+        password = secrets.token_urlsafe(18)
+        started = time.monotonic()
+        try:
+            self._create(task, name, password)
+            conn = self._connect_agent(name, password)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                self._drop(name)
+            if isinstance(exc, EnvironmentSetupError) or not isinstance(exc, Exception):
+                raise
+            raise EnvironmentSetupError(f"could not prepare DBBench database for {task.task_id} (episode "
+                                        f"{episode_id}): {exc!r} (server log: {self.server.log_file})") from exc
+        log.debug("DBBench episode %s (%s) in %s ready in %.3f s", episode_id, task.task_id, name,
+                  time.monotonic() - started)
+        return DBEpisode(self, task, episode_id, name, password, conn)
+
+    def _create(self, task: DBTask, name: str, password: str) -> None:
+        db = quote_identifier(name)
+        table = f"{db}.{quote_identifier(task.table_name)}"
+        with self.admin() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4 COLLATE {COLLATION}")
+            cur.execute(f"CREATE TABLE {table} (" + ",".join(f"{quote_identifier(c.name)} TEXT"
+                                                             for c in task.columns) + ")")
+            names = ",".join(quote_identifier(c.name) for c in task.columns)
+            # Values are inlined (escaped) rather than passed as %s parameters: column names may contain '%'.
+            batch: list[str] = []
+            size = 0
+            for row in task.rows:
+                values = "(" + ",".join(conn.escape(cell) for cell in row) + ")"
+                batch.append(values)
+                size += len(values)
+                if size > _INSERT_BATCH_BYTES:
+                    cur.execute(f"INSERT INTO {table} ({names}) VALUES " + ",".join(batch))
+                    batch, size = [], 0
+            if batch:
+                cur.execute(f"INSERT INTO {table} ({names}) VALUES " + ",".join(batch))
+            cur.execute("CREATE USER %s@'localhost' IDENTIFIED BY %s WITH MAX_USER_CONNECTIONS 4 "
+                        f"MAX_STATEMENT_TIME {float(self.statement_timeout)!r}", (name, password))
+            cur.execute(f"GRANT {EPISODE_PRIVILEGES} ON {db}.* TO %s@'localhost'", (name,))
+
+    def _connect_agent(self, name: str, password: str) -> pymysql.Connection:
+        # The socket read timeout is the last resort behind max_statement_time and the watchdog.
+        return self.server.connect(name, password, name, read_timeout=self.statement_timeout + 30.0)
+
+    def _kill(self, thread_id: int, *, query_only: bool) -> None:
+        with contextlib.suppress(pymysql.err.MySQLError, EnvironmentSetupError), self.admin() as conn, \
+                conn.cursor() as cur:
+            cur.execute(f"KILL {'QUERY ' if query_only else ''}{int(thread_id)}")
+
+    def _drop(self, name: str) -> None:
+        with self.admin() as conn, conn.cursor() as cur:
+            try:
+                cur.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
+            except pymysql.err.OperationalError as exc:
+                if exc.args[0] != _ER_LOCK_WAIT_TIMEOUT:
+                    raise
+                # An XA transaction the agent prepared outlives its connection and keeps its locks; the trusted
+                # side never uses XA, so every prepared one is an agent's and is rolled back.
+                rollback_prepared_xa(cur)
+                cur.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
+            cur.execute("DROP USER IF EXISTS %s@'localhost'", (name,))
+
+
+class DBEpisode:
+    """One agent's run on one task. Not meant to be shared between threads except for :meth:`close`, which may be
+    called from another thread at any time (it stops a statement in flight).
+
+    Lifetime: :meth:`call` until :attr:`finished` (the agent committed a final answer), then :meth:`grade`, then
+    :meth:`close`. ``close`` is idempotent; ``grade`` after ``close`` is allowed only if it already ran before.
+    """
+
+    def __init__(self, service: DBBenchService, task: DBTask, episode_id: str, database: str, password: str,
+                 conn: pymysql.Connection) -> None:
+        self.task = task
+        self.episode_id = episode_id
+        self.database = database
+        self.tools: list[dict[str, Any]] = copy.deepcopy(TOOLS)
+        self.finished = False
+        self.answer: Any = None
+        self.statements = 0
+        self._service = service
+        self._password = password
+        self._conn: pymysql.Connection | None = conn
+        self._lock = threading.Lock()  # held while a call runs
+        self._state = threading.Lock()  # guards the fields below, never held while waiting on the server
+        self._in_flight: int | None = None  # sequence number of the statement running now
+        self._overrun: int | None = None  # sequence number of the last statement the watchdog killed
+        self._closed = False
+        self._grade: Grade | None = None
+
+    def __enter__(self) -> DBEpisode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tools -----------------------------------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str | None) -> tuple[str, bool]:
+        """Run the tool ``name`` with ``arguments`` (a mapping, or the JSON text of one). Returns ``(content,
+        error)``. SQL errors, bad arguments and unknown tools come back as error text, never as exceptions;
+        :class:`EnvironmentSetupError` is raised only when the server itself fails."""
+        args = self._parse(arguments)
+        if args is None:
+            return PARSE_ERROR, True
+        if name not in ("execute_sql", "commit_final_answer"):
+            return UNKNOWN_TOOL, True
+        with self._lock:
+            if self._closed:
+                return "Error: the episode is closed.", True
+            if self.finished:
+                return "Error: the final answer is already committed; the episode is over.", True
+            if name == "commit_final_answer":
+                return self._commit(args)
+            return self._execute_sql(args)
+
+    @staticmethod
+    def _parse(arguments: Mapping[str, Any] | str | None) -> dict[str, Any] | None:
+        if arguments is None:
+            return {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                return None
+        return dict(arguments) if isinstance(arguments, Mapping) else None
+
+    @staticmethod
+    def _argument(args: dict[str, Any], *names: str) -> tuple[bool, Any]:
+        """The tool's one argument: by its schema name, else (as upstream takes the first argument whatever its
+        name) the first one given."""
+        for key in names:
+            if key in args:
+                return True, args[key]
+        if args:
+            return True, next(iter(args.values()))
+        return False, None
+
+    def _commit(self, args: dict[str, Any]) -> tuple[str, bool]:
+        found, answer = self._argument(args, "answers", "answer")
+        if not found:
+            return "Error: commit_final_answer needs the argument 'answers' (a list of strings).", True
+        self.answer = answer
+        self.finished = True
+        return "Final answer committed.", False
+
+    def _execute_sql(self, args: dict[str, Any]) -> tuple[str, bool]:
+        found, sql = self._argument(args, "query", "sql")
+        if not found or not isinstance(sql, str):
+            return "Error: execute_sql needs the argument 'query' (a string of SQL).", True
+        if not sql.strip():
+            return "1065 (42000): Query was empty", True
+        conn = self._agent_connection()
+        self.statements += 1
+        seq = self.statements
+        with self._state:
+            self._in_flight = seq
+        watchdog = threading.Timer(self._service.statement_timeout + _WATCHDOG_GRACE_S, self._on_overrun,
+                                   args=(seq, conn.thread_id()))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            text, error = self._run(conn, sql)
+        finally:
+            watchdog.cancel()
+            with self._state:
+                self._in_flight = None
+                if self._overrun == seq:
+                    text, error = TIMED_OUT, True
+        if not text:
+            text = EMPTY_RESPONSE
+        return cut(text), error
+
+    def _run(self, conn: pymysql.Connection, sql: str) -> tuple[str, bool]:
+        try:
+            cur = conn.cursor(pymysql.cursors.SSCursor)
+            try:
+                cur.execute(sql)
+                text = _render_result(cur)
+            finally:
+                cur.close()  # reads and drops any rows past the cut
+            conn.commit()
+            return text, False
+        except pymysql.err.MySQLError as exc:
+            if _is_client_error(exc):
+                return self._after_lost_connection(exc), True
+            code = exc.args[0] if exc.args else None
+            if code == _ER_CONNECTION_KILLED:  # the agent killed its own connection: a fresh one next time
+                self._discard_connection()
+            else:
+                with contextlib.suppress(pymysql.err.MySQLError, OSError):
+                    conn.rollback()
+            return (TIMED_OUT if code == _ER_STATEMENT_TIMEOUT else render_error(exc)), True
+        except OSError as exc:
+            return self._after_lost_connection(exc), True
+
+    def _after_lost_connection(self, exc: BaseException) -> str:
+        """The agent's connection broke mid-statement (a statement killed past its time, the agent killing its own
+        connection). Reconnect now, so that a server that is gone shows as an infrastructure fault."""
+        self._discard_connection()
+        if self._closed:
+            return "Error: the episode is closed."
+        self._agent_connection()
+        return TIMED_OUT if "timed out" in str(exc).lower() else f"Error executing query: {exc}"
+
+    def _discard_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def _agent_connection(self) -> pymysql.Connection:
+        if self._conn is not None and self._conn.open:
+            return self._conn
+        timeout = self._service.statement_timeout + 30.0
+        try:
+            try:
+                self._conn = self._service.server.connect(self.database, self._password, self.database,
+                                                          read_timeout=timeout)
+            except pymysql.err.MySQLError as exc:
+                if not exc.args or exc.args[0] != _ER_BAD_DB:
+                    raise
+                # The agent dropped its own database: the episode simply has nothing left to query. Connect
+                # without a default database so that errors name what is missing.
+                self._conn = self._service.server.connect(self.database, self._password, "", read_timeout=timeout)
+        except (pymysql.err.MySQLError, OSError) as exc:
+            # The server went away (or restarted and swept this episode's user): not the agent's doing.
+            raise EnvironmentSetupError(f"DBBench episode {self.episode_id} lost its database connection and could "
+                                        f"not reconnect: {exc} (server log: {self._service.server.log_file})") from exc
+        return self._conn
+
+    def _on_overrun(self, seq: int, thread_id: int) -> None:
+        with self._state:
+            if self._in_flight != seq:
+                return
+            self._overrun = seq
+        log.info("DBBench episode %s: statement %d ran past its limit; killing it", self.episode_id, seq)
+        self._service._kill(thread_id, query_only=True)
+
+    # -- grading ---------------------------------------------------------------------------------------------------
+
+    def grade(self) -> Grade:
+        """The episode's reward (upstream's rule): 0 without a committed final answer; SELECT-like tasks: the
+        committed answer against ``label``; INSERT/UPDATE: the md5 of the final table against ``answer_md5`` (the
+        committed answer itself does not matter). Raises :class:`EnvironmentSetupError` when the server fails."""
+        with self._lock:
+            if self._grade is not None:
+                return self._grade
+            if self._closed:
+                raise RuntimeError(f"DBBench episode {self.episode_id} was closed before it was graded")
+            self._grade = self._compute_grade()
+            return self._grade
+
+    def _compute_grade(self) -> Grade:
+        task = self.task
+        if not self.finished:
+            return Grade(reward=0.0, breakdown={"committed": 0.0, "correct": 0.0},
+                         note="no final answer committed")
+        if not task.is_dml:
+            ok = answers_match(self.answer, list(task.label))
+            return Grade(reward=float(ok), breakdown={"committed": 1.0, "correct": float(ok)},
+                         note="answer matches the label" if ok else "answer does not match the label")
+        digest, problem = self.table_hash()
+        ok = digest is not None and digest == task.answer_md5
+        note = ("final table matches" if ok else problem or "final table differs from the expected one")
+        return Grade(reward=float(ok), breakdown={"committed": 1.0, "correct": float(ok)}, note=note)
+
+    def table_hash(self) -> tuple[str | None, str]:
+        """The md5 of the task's table in this episode's database as upstream computes it, read over the admin
+        connection; ``(None, why)`` when the agent left no table to hash (dropped, a column missing, empty)."""
+        query = table_hash_query(self.task.table_name, [c.name for c in self.task.columns], self.database)
+        try:
+            with self._service.admin() as conn, conn.cursor() as cur:
+                cur.execute("SET SESSION group_concat_max_len = 1024")
+                cur.execute(query)
+                row = cur.fetchone()
+        except pymysql.err.MySQLError as exc:
+            if _is_client_error(exc):
+                raise EnvironmentSetupError(f"DBBench grading of episode {self.episode_id} failed: {exc} "
+                                            f"(server log: {self._service.server.log_file})") from exc
+            return None, f"the final table cannot be hashed: {render_error(exc)}"
+        value = row[0] if row else None
+        if value is None:
+            return None, "the final table is empty"
+        return str(value), ""
+
+    # -- lifetime --------------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drop the episode's database and user and close its connection. Idempotent; safe from another thread while
+        a statement runs (the statement is killed)."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+            in_flight = self._in_flight is not None
+        conn = self._conn
+        if in_flight and conn is not None:
+            with contextlib.suppress(Exception):
+                self._service._kill(conn.thread_id(), query_only=False)
+        with self._lock:
+            self._discard_connection()
+        try:
+            self._service._drop(self.database)
+        except (EnvironmentSetupError, pymysql.err.MySQLError) as exc:
+            # Left for the sweep at the server's next start; raising here would hide the caller's own error.
+            log.warning("DBBench episode %s: could not drop %s: %s", self.episode_id, self.database, exc)

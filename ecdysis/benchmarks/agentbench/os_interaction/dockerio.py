@@ -1,0 +1,141 @@
+"""Low-level Docker plumbing for the task containers: multiplexed attach streams and one-off execs with a deadline.
+
+Docker's ``exec_run`` waits for the process's output streams to close, so a script that leaves a background process
+behind (several tasks' init scripts do) holds it for seconds, and a hung one forever. ``run_exec`` instead reads
+until the process has exited or its deadline passes, then kills what is left of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+_HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), 3 zero bytes, payload size
+
+
+class FrameReader:
+    """Reads Docker's multiplexed stream frames from a raw socket, tolerating frames split across reads."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._pending = bytearray()
+        self.eof = False
+
+    def read(self, timeout: float) -> list[tuple[int, bytes]]:
+        """The complete frames that arrive within ``timeout`` seconds (at least one unless it times out or the
+        stream ends); sets ``eof`` when the stream ended."""
+        frames = self._frames()
+        if frames or self.eof:
+            return frames
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not frames and not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                break
+            except OSError:
+                self.eof = True
+                break
+            if not data:
+                self.eof = True
+                break
+            self._pending += data
+            frames = self._frames()
+        return frames
+
+    def _frames(self) -> list[tuple[int, bytes]]:
+        frames = []
+        while len(self._pending) >= _HEADER.size:
+            stream, size = _HEADER.unpack_from(self._pending)
+            if len(self._pending) < _HEADER.size + size:
+                break
+            frames.append((stream, bytes(self._pending[_HEADER.size:_HEADER.size + size])))
+            del self._pending[:_HEADER.size + size]
+        return frames
+
+
+def raw_socket(response: Any) -> socket.socket:
+    """The socket under what ``exec_start(socket=True)`` returns."""
+    return getattr(response, "_sock", response)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a one-off exec produced. ``exit_code`` is None when it ran past its deadline (and was killed)."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    truncated: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_code is None
+
+
+def run_exec(client: Any, container_id: str, cmd: list[str], *, timeout: float, workdir: str = "/root",
+             environment: dict[str, str] | None = None, max_bytes: int = 1 << 20) -> ExecResult:
+    """Run ``cmd`` in the container as root and wait at most ``timeout`` seconds (then kill it and everything it
+    started); keeps at most ``max_bytes`` of each stream. Raises docker errors (the container or the daemon is
+    gone): callers decide what they mean."""
+    # A marker in the environment finds the exec's processes from inside the container, where its host pid means
+    # nothing; unlike a wrapper process (`timeout`), it leaves the process table as upstream's grader sees it.
+    marker = secrets.token_hex(8)
+    exec_id = client.api.exec_create(container_id, cmd, stdout=True, stderr=True, stdin=False, tty=False,
+                                     user="root", workdir=workdir,
+                                     environment={**(environment or {}), MARKER_VARIABLE: marker})["Id"]
+    response = client.api.exec_start(exec_id, socket=True)
+    sock = raw_socket(response)
+    reader = FrameReader(sock)
+    out, err = bytearray(), bytearray()
+    truncated = False
+    deadline = time.monotonic() + timeout
+    exited_at: float | None = None
+    try:
+        while not reader.eof:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            for stream, payload in reader.read(min(0.2, deadline - now)):
+                buffer = out if stream == 1 else err
+                room = max_bytes - len(buffer)
+                truncated |= len(payload) > room
+                buffer += payload[:max(room, 0)]
+            if reader.eof:
+                break
+            # The process may have exited while a background child still holds its output open.
+            if exited_at is None:
+                if not client.api.exec_inspect(exec_id)["Running"]:
+                    exited_at = time.monotonic()
+            elif time.monotonic() - exited_at > 0.3:
+                break
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+    info = client.api.exec_inspect(exec_id)
+    if info["Running"]:
+        kill_marked(client, container_id, marker)
+        return ExecResult(None, bytes(out), bytes(err), truncated)
+    return ExecResult(int(info["ExitCode"]), bytes(out), bytes(err), truncated)
+
+
+MARKER_VARIABLE = "ECDYSIS_EXEC"
+
+
+def kill_marked(client: Any, container_id: str, marker: str) -> None:
+    """SIGKILL every process in the container whose environment carries ``marker`` (an exec and its children)."""
+    script = ('for p in /proc/[0-9]*; do grep -qxz "$1=$2" "$p/environ" 2>/dev/null && kill -9 "${p#/proc/}"; '
+              'done 2>/dev/null; exit 0')
+    with contextlib.suppress(Exception):
+        exec_id = client.api.exec_create(container_id, ["sh", "-c", script, "sh", MARKER_VARIABLE, marker],
+                                         user="root")["Id"]
+        client.api.exec_start(exec_id)
