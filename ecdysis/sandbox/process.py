@@ -34,6 +34,7 @@ from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
 from ecdysis.sandbox.runtime import RUNTIME_PATH
+from ecdysis.sandbox.spawner import spawner
 from ecdysis.sandbox.uids import UidLease, lease_uid
 
 log = logging.getLogger(__name__)
@@ -388,8 +389,9 @@ class ProcessBackend(PooledBackend):
                 env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
             else:
                 spec, argv, env, workdir = self._weak_launch(bundle, sandbox_id, uid)
-            # The launcher confines itself, then execs: no preexec_fn, so no fork() of this process.
-            process = subprocess.Popen(
+            # The launcher confines itself, then execs: no preexec_fn, so no fork() of this process. It starts from
+            # the spawner's long-lived thread, whose end (the process's) is what --die-with-parent watches.
+            process = spawner().spawn(
                 command(self.python, spec, *argv),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                 start_new_session=True, close_fds=True,

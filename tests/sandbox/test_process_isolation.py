@@ -145,3 +145,21 @@ def tau2_tasks_file() -> str:
     path = Path(utils.AIRLINE_TASK_SET_PATH)
     assert path.is_file(), path
     return str(path)
+
+
+def test_a_sandbox_started_by_a_thread_that_ends_lives_on(allowlist: Any) -> None:
+    """bubblewrap's die-with-parent watches the thread that started it: sandboxes are started from one long-lived
+    thread, so a warm-pool refill thread or an episode thread that ends does not kill the sandboxes it asked for."""
+    import threading
+
+    started: list[Any] = []
+    thread = threading.Thread(target=lambda: started.append(allowlist.acquire(ATTACKS, bundle_hash(ATTACKS))))
+    thread.start()
+    thread.join()
+    import time
+
+    time.sleep(0.5)  # a pdeathsig would have landed by now
+    (sandbox,) = started
+    start = {"mode": "episode", "session": {"episode_id": uuid.uuid4().hex, "config": {"attack": "tmp_state"}}}
+    outcome = run_protocol(sandbox, start, {}, wall_clock_s=30, max_requests=5)
+    assert outcome.finish_reason is TerminationReason.AGENT_STOP, (outcome.note, outcome.stderr_tail)
