@@ -81,3 +81,43 @@ class CpuMeter:
         daemon = sum(max(0.0, v - self._daemons.get(pid, 0.0)) for pid, v in daemons.items())
         return {"ours": ours, "containers": _docker_cgroup_s() - self._cgroup, "daemons": daemon,
                 "system": _system_busy_s() - self._system}
+
+
+class RssSampler:
+    """Samples, every ``interval_s``, the resident memory of this process and its descendants (Ray, workers,
+    sandboxes; ``exclude`` left out) and keeps the peak. :meth:`stop` returns it in bytes."""
+
+    def __init__(self, *, exclude: set[int] | None = None, interval_s: float = 0.5) -> None:
+        import threading
+
+        self.exclude = exclude or set()
+        self.peak = 0
+        self._done = threading.Event()
+        self._interval_s = interval_s
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _total(self) -> int:
+        total = 0
+        try:
+            top = psutil.Process(os.getpid())
+            procs = [top, *top.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0
+        for proc in procs:
+            if proc.pid in self.exclude:
+                continue
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def _sample(self) -> None:
+        while not self._done.wait(self._interval_s):
+            self.peak = max(self.peak, self._total())
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        return self.peak

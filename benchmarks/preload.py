@@ -15,9 +15,12 @@ from typing import Any
 
 
 def preload() -> None:
-    """Ray ``worker_process_setup_hook``: parse the airline and retail domains once, single-threaded."""
+    """Ray ``worker_process_setup_hook``: what the product's hook imports, then the airline and retail domains
+    parsed once, single-threaded."""
     from ecdysis.benchmarks.tau2.domain import TauDomain
+    from ecdysis.rollouts.worker import prepare_process
 
+    prepare_process()
     for name in ("airline", "retail"):
         TauDomain.load(name)
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu")
+SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup")
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,17 @@ class Sizes:
     train_workloads: tuple[str, ...] = ("mixed", "recurring")
     """Task models of section 1 (``training_bench.WORKLOADS``); the target is judged on ``JUDGED_WORKLOAD``."""
     rollout_latency_s: float = 2.0
-    concurrencies: tuple[int, ...] = (1, 4, 16, 32)
-    episodes_per_slot: int = 4
-    tau2_concurrency: int = 32
-    tau2_episodes: int = 96
-    tau2_low_latency_s: float | None = 0.5
-    """A second side-by-side at this per-call latency, beside the one at ``rollout_latency_s``: at 2 s the LLM-bound
-    ideal of these tasks (~145 episodes/min at 32) caps any runner at ~3.9× τ²'s CPU-bound rate, so the runners'
-    own speeds only show where the ideal is far above both. None: only the first."""
+    concurrencies: tuple[int, ...] = (1, 4, 16, 32, 128)
+    episodes_per_slot: int = 2
+    fast_latency_s: float = 0.5
+    """A second throughput row: ``fast_concurrency`` episodes at once at this per-call latency."""
+    fast_concurrency: int = 32
+    fast_episodes_per_slot: int = 4
+    tau2_concurrency: int = 64
+    tau2_episodes: int = 128
+    tau2_latencies: tuple[float, ...] = (0.5,)
+    """Per-call latencies of the side-by-side with τ²'s runner. At 2 s the LLM-bound ideal of these tasks caps any
+    runner far below the target's ratio over τ²'s CPU-bound rate, so the runners' own speeds show only at 0.5 s."""
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
     docker_cpu_episodes: int = 32
@@ -50,8 +53,9 @@ class Sizes:
 
 FULL = Sizes()
 QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14", "34"), train_rounds=2, train_workloads=("mixed",),
-              rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
-              tau2_low_latency_s=None, sandbox_n=3, sandbox_concurrent=2, docker_cpu_episodes=4)
+              rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
+              fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
+              tau2_latencies=(0.1,), sandbox_n=3, sandbox_concurrent=2, docker_cpu_episodes=4)
 
 
 def machine() -> dict[str, Any]:
@@ -67,7 +71,7 @@ def machine() -> dict[str, Any]:
 
 def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Run the chosen sections; a section that fails records its error instead of stopping the others."""
-    from benchmarks import rollout_bench, sandbox_bench, training_bench
+    from benchmarks import rollout_bench, sandbox_bench, startup_bench, training_bench
     from benchmarks.preload import start_ray
 
     start_ray()
@@ -76,11 +80,15 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "training": lambda: training_bench.run(sizes.train_latency_s, tasks=list(sizes.train_tasks) or None,
                                                max_rounds=sizes.train_rounds,
                                                workloads=sizes.train_workloads),
-        "throughput": lambda: rollout_bench.throughput(sizes.rollout_latency_s, list(sizes.concurrencies),
-                                                       tasks=tasks, episodes_per_slot=sizes.episodes_per_slot),
+        "throughput": lambda: {
+            "main": rollout_bench.throughput(sizes.rollout_latency_s, list(sizes.concurrencies), tasks=tasks,
+                                             episodes_per_slot=sizes.episodes_per_slot),
+            "fast": rollout_bench.throughput(sizes.fast_latency_s, [sizes.fast_concurrency], tasks=tasks,
+                                             episodes_per_slot=sizes.fast_episodes_per_slot)},
         "tau2": lambda: _tau2_side_by_side(sizes, tasks),
         "sandbox": lambda: sandbox_bench.run(sizes.sandbox_n, max_concurrent=sizes.sandbox_concurrent),
         "cpu": lambda: _docker_cpu(sizes, tasks),
+        "startup": lambda: startup_bench.run(),
     }
     out: dict[str, Any] = {}
     for name in SECTIONS:
@@ -99,15 +107,12 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
 
 def _tau2_side_by_side(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
     """Our rollouts and ``tau2 run``: same tasks, same latency server, same concurrency and episode count; once at
-    the rollout latency and once at ``tau2_low_latency_s``."""
+    each latency of ``tau2_latencies``."""
     from benchmarks import rollout_bench, tau2_bench
     from ecdysis.testing.latency import LatencyServer
 
-    latencies = [sizes.rollout_latency_s]
-    if sizes.tau2_low_latency_s is not None and sizes.tau2_low_latency_s != sizes.rollout_latency_s:
-        latencies.append(sizes.tau2_low_latency_s)
     runs = []
-    for latency in latencies:
+    for latency in sizes.tau2_latencies:
         with LatencyServer(latency) as server:
             ours = rollout_bench.run_batch(server, sizes.tau2_concurrency, sizes.tau2_episodes, tasks=tasks)
             theirs = tau2_bench.run(latency, tasks=tasks, episodes=sizes.tau2_episodes,

@@ -19,7 +19,10 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
     if not ray.is_initialized():
         forwarded = {k: v for k, v in os.environ.items() if _forwarded(k)}
         kwargs: dict[str, Any] = {
-            "runtime_env": {"env_vars": forwarded},
+            # Every worker process imports the heavy modules of a rollout (litellm: ~3 CPU-s) as it starts, so the
+            # workers Ray starts ahead of the first actor are ready by the time the run has been set up.
+            "runtime_env": {"env_vars": forwarded,
+                            "worker_process_setup_hook": "ecdysis.rollouts.worker.prepare_process"},
             "include_dashboard": False,
             "logging_level": "WARNING",
             "log_to_driver": os.environ.get("ECDYSIS_RAY_LOGS") == "1",

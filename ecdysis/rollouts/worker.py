@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -9,6 +10,13 @@ from typing import Any
 
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.settings import RolloutSettings
+
+
+def prepare_process() -> None:
+    """Ray's ``worker_process_setup_hook``: import what every rollout and driver needs (litellm above all) while
+    the worker process starts, instead of in the first episode."""
+    import ecdysis.llm.gateway
+    import ecdysis.sandbox.driver  # noqa: F401
 
 
 class RolloutWorker:
@@ -33,6 +41,8 @@ class RolloutWorker:
         self.benchmarks = {config.name: build(config) for config in settings.benchmarks}
         for benchmark in self.benchmarks.values():
             benchmark.preload()
+        with contextlib.suppress(Exception):  # a part that cannot be built fails each episode, as a record
+            self._parts()
 
     def _parts(self) -> tuple[Any, Any, Any]:
         with self._lock:

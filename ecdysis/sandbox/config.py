@@ -67,6 +67,9 @@ class DockerSandboxConfig(_Common):
     """CPU quota in billionths of a CPU (1e9 = one core)."""
     init: bool = True
     """Run a tiny init as PID 1 so stray child processes are reaped and signals delivered."""
+    log_driver: str = "none"
+    """Docker log driver of the containers. The host reads everything a sandbox writes from its attach stream, so
+    by default the daemon keeps no second copy (``json-file`` keeps one, for ``docker logs``)."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels on every container (``ecdysis=1`` is always set), e.g. to find a test's containers."""
     keep_images: int = Field(default=32, ge=0)

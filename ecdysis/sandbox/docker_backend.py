@@ -138,6 +138,7 @@ class DockerBackend(PooledBackend):
                          warm_bundles=self.config.warm_bundles)
         self._images: dict[str, str] = {}
         self._image_lock = threading.Lock()
+        self._host_config_cache: dict[str, Any] | None = None
         # Containers of owners that died without cleaning up (a killed worker) go when the next backend starts.
         with contextlib.suppress(Exception):
             self.remove_leftovers()
@@ -177,15 +178,12 @@ class DockerBackend(PooledBackend):
                   OWNER_LABEL: _owner()}
         container = None
         try:
-            container = self.client.containers.create(
+            # The low-level API: one create call (the high-level one inspects the new container as well).
+            created = self.client.api.create_container(
                 image, stdin_open=True, tty=False, detach=True, labels=labels, name=f"ecdysis-{sandbox_id}",
-                network_mode=config.network_mode, read_only=config.read_only,
-                tmpfs={"/tmp": f"rw,nosuid,nodev,size={config.tmpfs_size}"}, shm_size=config.shm_size,
-                cap_drop=config.cap_drop, security_opt=["no-new-privileges:true"] if config.no_new_privileges else [],
-                user=config.user, pids_limit=config.pids_limit, mem_limit=config.mem_limit,
-                memswap_limit=config.mem_limit, nano_cpus=config.nano_cpus, init=config.init,
-                environment={"ECDYSIS_MAX_MESSAGE_BYTES": str(config.max_message_bytes)},
-            )
+                user=config.user, environment={"ECDYSIS_MAX_MESSAGE_BYTES": str(config.max_message_bytes)},
+                host_config=self._host_config())
+            container = self.client.containers.prepare_model({"Id": created["Id"]})
             attach = self.client.api.attach_socket(container.id, params={"stdin": 1, "stdout": 1, "stderr": 1,
                                                                          "stream": 1})
             sandbox = DockerSandbox(container, attach, sandbox_id=sandbox_id, bundle_hash=bundle_hash,
@@ -199,6 +197,19 @@ class DockerBackend(PooledBackend):
                 raise _ImageGone(image) from exc
             raise SandboxUnavailable(f"could not start a container of {image}: {exc}") from exc
         return sandbox
+
+    def _host_config(self) -> dict[str, Any]:
+        """The containers' host config (limits, mounts, no network, no log driver), made once per backend."""
+        if self._host_config_cache is None:
+            config = self.config
+            self._host_config_cache = self.client.api.create_host_config(
+                network_mode=config.network_mode, read_only=config.read_only,
+                tmpfs={"/tmp": f"rw,nosuid,nodev,size={config.tmpfs_size}"}, shm_size=config.shm_size,
+                cap_drop=config.cap_drop, security_opt=["no-new-privileges:true"] if config.no_new_privileges else [],
+                pids_limit=config.pids_limit, mem_limit=config.mem_limit, memswap_limit=config.mem_limit,
+                nano_cpus=config.nano_cpus, init=config.init,
+                log_config={"Type": config.log_driver, "Config": {}})
+        return self._host_config_cache
 
     def remove_leftovers(self) -> int:
         """Remove the sandbox containers whose owning process on this host is gone (it crashed or was killed

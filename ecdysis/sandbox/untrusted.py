@@ -13,6 +13,7 @@ is passed through untouched.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 MAX_DEPTH = 32
@@ -29,16 +30,41 @@ def needs_repair(line: bytes) -> bool:
     return b"\\ud" in line or b"\\uD" in line or line.count(b"[") + line.count(b"{") > MAX_DEPTH
 
 
-def repaired(value: Any, depth: int = 0) -> Any:
-    """``value`` with lone surrogates replaced; raises UntrustedDataError past :data:`MAX_DEPTH`."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict | list):
+def repaired(value: Any) -> Any:
+    """``value`` checked for depth (UntrustedDataError past :data:`MAX_DEPTH`) and, only when it holds a string,
+    with lone surrogates replaced."""
+    check_depth(value)
+    return _clean(value) if _has_surrogate(value) else value
+
+
+def check_depth(value: Any) -> None:
+    """Raise UntrustedDataError when ``value`` nests objects and arrays deeper than :data:`MAX_DEPTH`. Visits
+    containers only, building nothing (most protocol lines are checked, and cleaned never)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
         if depth >= MAX_DEPTH:
             raise UntrustedDataError(f"JSON nested deeper than {MAX_DEPTH} levels")
-        if isinstance(value, list):
-            return [repaired(item, depth + 1) for item in value]
-        return {clean_text(key): repaired(item, depth + 1) for key, item in value.items()}
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
+def _has_surrogate(value: Any) -> bool:
+    # Whether any key or string could not be encoded (UTF-8 encoding of the whole value is one C call).
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    if isinstance(value, dict):
+        return {clean_text(key): _clean(item) for key, item in value.items()}
     return value
 
 

@@ -38,7 +38,8 @@ def test_every_section_ran_and_the_report_names_them(quick: tuple[int, dict[str,
     assert rc == 0, {k: v.get("error") for k, v in report["sections"].items() if not v["ok"]}
     assert set(report["sections"]) == set(SECTIONS)
     assert report["machine"]["cores"] >= 1
-    for title in ("1. Training", "2. Rollout throughput", "3. τ²-bench", "4. Sandbox", "5. CPU", "Raw figures"):
+    for title in ("1. Training", "2. Rollout throughput", "3. Memory", "4. τ²-bench", "5. Sandbox", "6. CPU",
+                  "7. Start-up", "Raw figures"):
         assert f"## {title}" in text
 
 
@@ -64,19 +65,22 @@ def test_training_figures(quick: tuple[int, dict[str, Any], str]) -> None:
 
 def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     fig = _figures(quick, "throughput")
-    assert [r["concurrency"] for r in fig["rows"]] == [1, 4]
-    for row in fig["rows"]:
+    assert [r["concurrency"] for r in fig["main"]["rows"]] == [1, 4]
+    assert [r["concurrency"] for r in fig["fast"]["rows"]] == [2]
+    for row in fig["main"]["rows"] + fig["fast"]["rows"]:
         assert row["episodes_ok"] == row["episodes"], row["errors"]
         assert row["mean_reward"] == 1.0  # the gold agent through the stub solves every task
         assert 0 < row["efficiency"] <= 1.0 + 1e-9
         assert _positive(row["episodes_per_min"]) and row["ideal_episodes_per_min"] >= row["episodes_per_min"]
         assert row["cpu_s_per_rollout"] >= 0
         assert {"steady_episodes_per_min", "steady_efficiency", "ideal_steady_per_min"} <= set(row)
+        assert _positive(row["peak_rss_mb"]) and row["rss_mb_per_concurrent_episode"] * row["concurrency"] == \
+            pytest.approx(row["peak_rss_mb"])
 
 
 def test_tau2_runner_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     fig = _figures(quick, "tau2")
-    assert [run["latency_s"] for run in fig["runs"]] == [0.1]  # --quick runs the rollout latency only
+    assert [run["latency_s"] for run in fig["runs"]] == [0.1]  # --quick runs one latency
     run = fig["runs"][0]
     theirs = run["tau2"]
     assert theirs["ok"], (theirs.get("reason"), theirs.get("server_log"))
@@ -95,6 +99,12 @@ def test_sandbox_and_cpu_figures(quick: tuple[int, dict[str, Any], str]) -> None
     if cpu["docker"] is not None:
         assert cpu["docker"]["episodes_ok"] == cpu["docker"]["episodes"], cpu["docker"]["errors"]
         assert cpu["docker"]["cpu_s"]["ours"] > 0
+
+
+def test_startup_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    fig = _figures(quick, "startup")
+    assert _positive(fig["ray_init_s"]) and fig["episode_ok"] is True
+    assert 0 < fig["workers_ready_s"] <= fig["to_first_episode_s"]
 
 
 def test_stub_replies_identify_the_task_from_the_conversation() -> None:
@@ -118,4 +128,4 @@ def test_stub_replies_identify_the_task_from_the_conversation() -> None:
 def test_report_states_targets(quick: tuple[int, dict[str, Any], str]) -> None:
     text = quick[2]
     assert "## Targets" in text
-    assert text.count("**met**") + text.count("**missed**") + text.count("n/a") >= 4
+    assert text.count("**met**") + text.count("**missed**") + text.count("n/a") >= 7
