@@ -150,6 +150,27 @@ def _memory(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     return lines, None if value is None else value <= 30
 
 
+def _agentbench(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
+    lines = ["`benchmarks.agentbench_bench`: each variant's training tasks (cycled) with the `human` harness in "
+             "process sandboxes; the task model is the gold agent on the latency server. CPU per episode: *ours* (this "
+             "process and its descendants: Ray, workers, sandboxes), *MariaDB* (the shared server), *containers* "
+             "(the Docker cgroup: OS task containers), *daemons* (dockerd + containerd).", "",
+             "| benchmark | episodes (solved) | concurrency | latency s | episodes/min | ideal/min | ours CPU s | "
+             "MariaDB CPU s | containers CPU s | daemons CPU s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for variant, row in fig.items():
+        if "unavailable" in row:
+            lines.append(f"| {variant} | unavailable: {row['unavailable']} | | | | | | | | |")
+            continue
+        per = row["cpu_s_per_episode"]
+        rate = f"{_f(row['episodes_per_min'], 1)} | {_f(row['ideal_episodes_per_min'], 1)}"
+        cpu = " | ".join(_f(per[part], 3) for part in ("ours", "mariadb", "containers", "daemons"))
+        lines.append(f"| {variant} | {row['episodes']} ({row['episodes_ok']}) | {row['concurrency']} | "
+                     f"{row['latency_s']:g} | {rate} | {cpu} |")
+        if row["errors"]:
+            lines += ["", f"Unsolved episodes of {variant}: {row['errors']}"]
+    return lines, None
+
+
 def _startup(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     total = fig["ray_init_s"] + fig["to_first_episode_s"]
     lines = ["`benchmarks.startup_bench`. *Ray up*: `ensure_ray` starting a local Ray in a fresh interpreter "
@@ -285,7 +306,8 @@ def render(report: dict[str, Any]) -> str:
     titles = {"training": "1. Training wall clock and modification calls", "throughput":
               "2. Rollout throughput vs concurrency", "memory": "3. Memory per concurrent episode",
               "tau2": "4. τ²-bench's own runner, side by side", "sandbox": "5. Sandbox overhead per rollout",
-              "cpu": "6. CPU seconds per rollout", "startup": "7. Start-up before the first episode"}
+              "cpu": "6. CPU seconds per rollout", "startup": "7. Start-up before the first episode",
+              "agentbench": "8. AgentBench: episodes per minute and CPU"}
     verdicts: dict[str, bool | None] = {}
     for name, title in titles.items():
         section = sections.get("throughput" if name == "memory" else name)
@@ -305,6 +327,8 @@ def render(report: dict[str, Any]) -> str:
             lines, ok = _memory(fig)
         elif name == "startup":
             lines, ok = _startup(fig)
+        elif name == "agentbench":
+            lines, ok = _agentbench(fig)
         elif name == "tau2":
             lines, ok = _tau2(fig)
         elif name == "sandbox":

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup")
+SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ class Sizes:
     tau2_latencies: tuple[float, ...] = (0.5,)
     """Per-call latencies of the side-by-side with τ²'s runner. At 2 s the LLM-bound ideal of these tasks caps any
     runner far below the target's ratio over τ²'s CPU-bound rate, so the runners' own speeds show only at 0.5 s."""
+    agentbench_episodes: int = 48
+    """Episodes of each AgentBench variant, at 16 concurrent and ``fast_latency_s`` per call."""
+    agentbench_concurrency: int = 16
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
     docker_cpu_episodes: int = 32
@@ -55,7 +58,8 @@ FULL = Sizes()
 QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14", "34"), train_rounds=2, train_workloads=("mixed",),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
-              tau2_latencies=(0.1,), sandbox_n=3, sandbox_concurrent=2, docker_cpu_episodes=4)
+              tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
+              docker_cpu_episodes=4)
 
 
 def machine() -> dict[str, Any]:
@@ -71,7 +75,7 @@ def machine() -> dict[str, Any]:
 
 def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Run the chosen sections; a section that fails records its error instead of stopping the others."""
-    from benchmarks import rollout_bench, sandbox_bench, startup_bench, training_bench
+    from benchmarks import agentbench_bench, rollout_bench, sandbox_bench, startup_bench, training_bench
     from benchmarks.preload import start_ray
 
     start_ray()
@@ -89,6 +93,9 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "sandbox": lambda: sandbox_bench.run(sizes.sandbox_n, max_concurrent=sizes.sandbox_concurrent),
         "cpu": lambda: _docker_cpu(sizes, tasks),
         "startup": lambda: startup_bench.run(),
+        "agentbench": lambda: agentbench_bench.run(latency_s=sizes.fast_latency_s,
+                                                   concurrency=sizes.agentbench_concurrency,
+                                                   episodes=sizes.agentbench_episodes),
     }
     out: dict[str, Any] = {}
     for name in SECTIONS:

@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="latency of one model name (repeatable); others get --latency")
     args = parser.parse_args(argv)
     per_model = {name: float(seconds) for name, _, seconds in (item.partition("=") for item in args.model_latency)}
-    known_tasks("airline")  # build the task index before the first request
+    if args.reply == REPLY:
+        known_tasks("airline")  # build the task index before the first request
     server = StubServer(args.reply, latency_s=args.latency, model_latency_s=per_model, error_log=sys.stderr).start()
     print(f"port {server.port}", flush=True)
     parent = os.getppid()

@@ -123,3 +123,38 @@ FIXES = (
 )
 diagnoser = scripted_diagnoser(FIXES)
 coder = scripted_coder(FIXES)
+
+
+# -- the loopback latency server's router (it sees only the request body) ------------------------------------------
+
+@functools.cache
+def _by_prompt() -> dict[str, tuple[str, str] | None]:
+    """Each instruction's task; ``None`` for an instruction that more than one task shares (OS interaction has
+    such pairs, told apart only by their set-up scripts)."""
+    index: dict[str, tuple[str, str] | None] = {}
+    for name in ("agentbench-db", "agentbench-os"):
+        benchmark = _benchmark(name)
+        for split in ("train", "test"):
+            for task in benchmark.tasks(split):
+                prompt = benchmark.task(task.task_id).prompt
+                index[prompt] = None if prompt in index and index[prompt] != (name, task.task_id) else (
+                    name, task.task_id)
+    return index
+
+
+def latency_servable(benchmark: str, task_id: str) -> bool:
+    """Whether :func:`latency_reply` can tell this task from its instruction alone."""
+    return _by_prompt().get(_benchmark(benchmark).task(task_id).prompt) == (benchmark, task_id)
+
+
+def latency_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  context: dict[str, Any]) -> str | dict[str, Any]:
+    """The gold agent, for the latency server (``ecdysis.testing.latency``): the task is found from the instruction
+    the conversation opens with; an instruction that several tasks share is refused (see :func:`latency_servable`)."""
+    instruction = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+    if instruction not in _by_prompt():
+        raise ValueError(f"no AgentBench task is told {instruction[:80]!r}")
+    found = _by_prompt()[instruction]
+    if found is None:
+        raise ValueError(f"more than one AgentBench task is told {instruction[:80]!r}")
+    return gold_agent(messages, tools, {"benchmark": found[0], "task_id": found[1]})
