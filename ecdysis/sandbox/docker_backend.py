@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import struct
 import threading
@@ -16,28 +15,11 @@ from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.config import DockerSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.images import ensure_harness_image, prune_harness_images
+from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
 
 log = logging.getLogger(__name__)
 
 SANDBOX_LABEL = "ecdysis.sandbox"
-OWNER_LABEL = "ecdysis.owner"  # "<hostname>:<pid>" of the process that started the container
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's container (or an unknown label): not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
@@ -175,7 +157,7 @@ class DockerBackend(PooledBackend):
         config = self.config
         sandbox_id = uuid.uuid4().hex[:12]
         labels = {**config.labels, "ecdysis": "1", SANDBOX_LABEL: sandbox_id, "ecdysis.bundle": bundle_hash,
-                  OWNER_LABEL: _owner()}
+                  OWNER_LABEL: owner()}
         container = None
         try:
             # The low-level API: one create call (the high-level one inspects the new container as well).
@@ -218,7 +200,7 @@ class DockerBackend(PooledBackend):
 
         removed = 0
         for summary in self.client.api.containers(all=True, filters={"label": SANDBOX_LABEL}):
-            if _owner_alive(summary.get("Labels", {}).get(OWNER_LABEL, "")):
+            if owner_alive(summary.get("Labels", {}).get(OWNER_LABEL, "")):
                 continue
             try:
                 self.client.api.remove_container(summary["Id"], force=True)

@@ -7,14 +7,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ecdysis.benchmarks.agentbench.os_interaction.environment import (
-    KIND_LABEL,
-    OWNER_LABEL,
-    OSEpisode,
-    OSService,
-    _owner,
-)
+from ecdysis.benchmarks.agentbench.os_interaction.environment import KIND_LABEL, OSEpisode, OSService
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask
+from ecdysis.sandbox.ownership import OWNER_LABEL, owner
 
 DATA_DIR = Path(os.environ.get("ECDYSIS_AGENTBENCH_DATA", "/work/shared/agentbench"))
 FULL = os.environ.get("ECDYSIS_AGENTBENCH_FULL") == "1"
@@ -91,5 +86,5 @@ def wrong_answer(right: str) -> str:
 
 def leftover_containers(service: OSService) -> list[dict[str, Any]]:
     """This process's task containers that still exist (the image's baseline container included)."""
-    owner = f"{OWNER_LABEL}={_owner()}"
-    return list(service.client.api.containers(all=True, filters={"label": [f"{KIND_LABEL}=os", owner]}))
+    mine = f"{OWNER_LABEL}={owner()}"
+    return list(service.client.api.containers(all=True, filters={"label": [f"{KIND_LABEL}=os", mine]}))

@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -52,13 +50,13 @@ from ecdysis.benchmarks.agentbench.os_interaction.image import IMAGE, ensure_ima
 from ecdysis.benchmarks.agentbench.os_interaction.integrity import Baseline, State, current_states, find_tampering
 from ecdysis.benchmarks.agentbench.os_interaction.shell import PersistentShell, ShellResult, ShellUnavailable
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, Script
+from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
 
 log = logging.getLogger(__name__)
 
 KIND_LABEL = "ecdysis.agentbench"
 """Every container of this module carries ``ecdysis.agentbench=os``."""
 EPISODE_LABEL = "ecdysis.agentbench.episode"
-OWNER_LABEL = "ecdysis.owner"
 """``<hostname>:<pid>`` of the process that created the container, so a later service removes what a dead one left."""
 CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"]
 OPEN_FILES = 1 << 20
@@ -67,23 +65,6 @@ bash reads as a redirection of descriptor 123321."""
 GRADER_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
 """PATH of the grader's scripts: the system directories first, so that nothing the agent installs shadows a tool the
 example uses (the same directories as the container's PATH, so PATH-counting tasks are unaffected)."""
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's container: not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class OSService:
@@ -124,7 +105,7 @@ class OSService:
         self._lock = threading.Lock()
 
     def _labels(self, episode_id: str) -> dict[str, str]:
-        return {"ecdysis": "1", KIND_LABEL: "os", EPISODE_LABEL: episode_id, OWNER_LABEL: _owner()}
+        return {"ecdysis": "1", KIND_LABEL: "os", EPISODE_LABEL: episode_id, OWNER_LABEL: owner()}
 
     def open(self, task: OSTask, episode_id: str) -> OSEpisode:
         """A fresh container for ``task``, set up (init, then start) and ready for the agent's first action.
@@ -175,7 +156,7 @@ class OSService:
 
         removed = 0
         for summary in self.client.api.containers(all=True, filters={"label": f"{KIND_LABEL}=os"}):
-            if not everything and _owner_alive(summary.get("Labels", {}).get(OWNER_LABEL, "")):
+            if not everything and owner_alive(summary.get("Labels", {}).get(OWNER_LABEL, "")):
                 continue
             with contextlib.suppress(docker.errors.NotFound):
                 self.client.api.remove_container(summary["Id"], force=True)
