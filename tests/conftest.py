@@ -18,9 +18,10 @@ if os.environ.get("ECDYSIS_LIVE_TESTS") != "1":
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # AgentBench's data is never part of the project: tests read it from the workplace's shared folder (in or beside the
-# checkout), unless ECDYSIS_AGENTBENCH_DATA names another copy.
+# checkout, or /work/shared for a clone elsewhere), unless ECDYSIS_AGENTBENCH_DATA names another copy.
 _REPO = Path(__file__).resolve().parents[1]
-for _candidate in (_REPO / "shared" / "agentbench", _REPO.parent / "shared" / "agentbench"):
+for _candidate in (_REPO / "shared" / "agentbench", _REPO.parent / "shared" / "agentbench",
+                   Path("/work/shared/agentbench")):
     if "ECDYSIS_AGENTBENCH_DATA" not in os.environ and (_candidate / "MANIFEST.json").is_file():
         os.environ["ECDYSIS_AGENTBENCH_DATA"] = str(_candidate)
 

@@ -126,13 +126,22 @@ def test_the_weak_mode_runs_only_when_asked_and_says_so(caplog: pytest.LogCaptur
 
 def test_the_gold_search_finds_the_tasks_where_they_are_visible() -> None:
     """The control of test_trust_boundary's gold search: the weak sandbox with nothing hidden reads τ²'s airline
-    tasks (the file the allow-list sandbox cannot reach), so an unreachable path there means out of sight."""
-    tasks_json = tau2_tasks_file()
-    backend = make_backend(limits_config("process", isolation="weak", hide_paths=[]))
+    tasks (the file the allow-list sandbox cannot reach), so an unreachable path there means out of sight. The file is
+    read from a world-readable copy, since a clone under /root keeps the venv behind /root's 0700."""
+    import shutil
+
+    folder = Path(tempfile.mkdtemp(prefix="ecdysis-gold-", dir="/var/tmp"))
     try:
-        outcome, _ = run(backend, {"attack": "find_gold", "walk": False, "paths": [tasks_json]})
+        folder.chmod(0o755)
+        tasks_json = str(shutil.copy(tau2_tasks_file(), folder / "tasks.json"))
+        os.chmod(tasks_json, 0o644)
+        backend = make_backend(limits_config("process", isolation="weak", hide_paths=[]))
+        try:
+            outcome, _ = run(backend, {"attack": "find_gold", "walk": False, "paths": [tasks_json]})
+        finally:
+            backend.shutdown()
     finally:
-        backend.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
     assert outcome.finish_reason is TerminationReason.AGENT_STOP, outcome.note
     assert report(outcome)["reachable"] == {tasks_json: True}
 
