@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from ecdysis.benchmarks import BenchmarkConfig
+from ecdysis.coders import BuiltinCoderConfig, CoderConfig, as_section
 from ecdysis.llm.config import GatewayConfig
 from ecdysis.records import stable_hash
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
@@ -77,7 +78,7 @@ class ModelsConfig(Section):
     diagnoser: str
     """Model behind diagnosis (and the FDCR roles)."""
     coder: str
-    """Model behind the coding agent."""
+    """Model behind the coding agent (whichever ``training.coder`` is)."""
 
     @field_validator("task", mode="before")
     @classmethod
@@ -101,6 +102,15 @@ class TrainingConfig(Section):
     prompt_budget_chars: int = Field(default=70_000, ge=4_000)
     """Characters of failure evidence plus harness source in one diagnosis prompt; keep it under the diagnosis
     model's context window (about 4 characters per token)."""
+    coder: CoderConfig = Field(default_factory=BuiltinCoderConfig)
+    """The coding agent (:data:`ecdysis.coders.CODERS`): ``{type: builtin}`` (default), ``{type: opencode}`` or
+    ``{type: aider}`` plus that agent's options; a bare name (``coder: opencode``) is accepted. All are driven by
+    ``models.coder`` through the gateway; the external ones run sandboxed with no network."""
+
+    @field_validator("coder", mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return as_section(value)
 
     @field_validator("method")
     @classmethod

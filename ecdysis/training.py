@@ -74,7 +74,7 @@ class TrainingDriver:
     def run(self, *, resume: bool = False, evaluate_heldout: bool = True) -> TrainingOutcome:
         """Train (or continue training), then evaluate the final harness on the held-out tasks."""
         from ecdysis.evaluation import episode_requests, package_versions
-        from ecdysis.evolution import BuiltinCodingAgent, DiagnoserParts, LoopSettings, TrainingLoop, method
+        from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
         from ecdysis.harness import HarnessBlobs
         from ecdysis.llm import BudgetExceeded, Gateway
         from ecdysis.metrics import summarize
@@ -122,7 +122,7 @@ class TrainingDriver:
                          max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
                          workspace=self.workspace, write_trajectories=False),
             store, llm, backend, evaluate, method(self.method).diagnoser(parts),
-            BuiltinCodingAgent(llm, cfg.models.coder, backend),
+            cfg.training.coder.build(llm, cfg.models.coder, backend),
         )
         stopped: str | None = None
         try:

@@ -3,8 +3,8 @@
 The external CLI (OpenCode, aider) talks OpenAI chat completions to this proxy and never holds a provider key: every
 request becomes ``llm.complete(model, messages, role=CODER, tools=...)`` on our gateway, with our accounting, cache
 and budgets. The model name in the request is ignored: the proxy always uses the model it was built with.
-It listens on 127.0.0.1 (TCP) or on a unix socket (mounted into a no-network container). Streaming requests get the
-whole answer as one chunk.
+It listens on 127.0.0.1 (TCP) or on a unix socket (mounted into a no-network sandbox). A streaming request (OpenCode
+always streams) gets the answer as OpenAI ``chat.completion.chunk`` events (:func:`stream_chunks`) and ``[DONE]``.
 
 >>> with GatewayProxy(gateway, "scripted/ecdysis.benchmarks.tau2.scripted:coder") as proxy:   # doctest: +SKIP
 ...     print(proxy.base_url)        # http://127.0.0.1:<port>/v1
@@ -37,14 +37,21 @@ class GatewayProxy:
     """``POST /v1/chat/completions`` and ``GET /v1/models`` forwarded to ``llm.complete``."""
 
     def __init__(self, llm: LLMClient, model: str, *, role: Role = Role.CODER, context: dict[str, Any] | None = None,
-                 host: str = "127.0.0.1", port: int = 0, unix_socket: Path | None = None) -> None:
+                 host: str = "127.0.0.1", port: int = 0, unix_socket: Path | None = None,
+                 token: str | None = None) -> None:
         if unix_socket is None and host not in ("127.0.0.1", "::1", "localhost"):
             raise ValueError(f"GatewayProxy listens on loopback only, got host {host!r}")
         self.llm = llm
         self.model = model
         self.role = role
         self.context = dict(context or {})
+        self.token = token
+        """When set, a request must carry ``Authorization: Bearer <token>`` (a per-run token, never a provider key)."""
         self.requests = 0
+        self.first_request_at: float | None = None
+        """``time.monotonic()`` of the first chat request (a CLI's start-up ends there)."""
+        self.log: list[dict[str, Any]] = []
+        """One summary per request: ``stream``, message roles, offered tool names, the answer's tool calls."""
         self._host, self._port, self._unix_socket = host, port, unix_socket
         self._server: socketserver.BaseServer | None = None
         self._thread: threading.Thread | None = None
@@ -93,9 +100,17 @@ class GatewayProxy:
         if not isinstance(messages, list) or not messages:
             raise ValueError("'messages' must be a non-empty list")
         params = {key: body[key] for key in FORWARDED_PARAMS if body.get(key) is not None}
+        if self.first_request_at is None:
+            self.first_request_at = time.monotonic()
         self.requests += 1
         completion = self.llm.complete(self.model, messages, role=self.role, tools=body.get("tools") or None,
                                        context={**self.context, "via": "gateway_proxy"}, **params)
+        self.log.append({"stream": bool(body.get("stream")),
+                         "roles": [str(m.get("role")) for m in messages if isinstance(m, dict)],
+                         "tools": [str((t.get("function") or {}).get("name")) for t in body.get("tools") or []
+                                   if isinstance(t, dict)],
+                         "tool_calls": [str((c.get("function") or {}).get("name"))
+                                        for c in completion.tool_calls or []]})
         message: dict[str, Any] = {"role": "assistant", "content": completion.content}
         if completion.tool_calls:
             message["tool_calls"] = completion.tool_calls
@@ -109,18 +124,33 @@ class GatewayProxy:
                 "usage": usage}
 
 
-def _stream_chunks(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """The whole answer as one delta chunk, then a finish chunk carrying usage."""
+def stream_chunks(response: dict[str, Any], *, include_usage: bool = False) -> list[dict[str, Any]]:
+    """A ``chat.completion`` as the OpenAI ``chat.completion.chunk`` stream a streaming client expects: the role, the
+    text, each tool call (its ``index``, ``id`` and name first, then its arguments), a finish chunk, and, when the
+    request asked for ``stream_options.include_usage``, a last chunk with no choices carrying the usage (else the
+    usage rides on the finish chunk)."""
     choice = response["choices"][0]
     message = choice["message"]
-    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
     base = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"],
             "model": response["model"]}
-    return [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
-             "usage": response["usage"]}]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        chunks.append(chunk({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        chunks.append(chunk({"tool_calls": [{"index": index, "id": call.get("id") or f"call_{index}",
+                                             "type": "function",
+                                             "function": {"name": function.get("name", ""), "arguments": ""}}]}))
+        chunks.append(chunk({"tool_calls": [{"index": index,
+                                             "function": {"arguments": function.get("arguments") or "{}"}}]}))
+    finish = chunk({}, choice["finish_reason"])
+    if include_usage:
+        return [*chunks, finish, {**base, "choices": [], "usage": response["usage"]}]
+    return [*chunks, {**finish, "usage": response["usage"]}]
 
 
 def _handler_for(proxy: GatewayProxy) -> type[BaseHTTPRequestHandler]:
@@ -152,6 +182,9 @@ def _handler_for(proxy: GatewayProxy) -> type[BaseHTTPRequestHandler]:
                 self._error(404, f"no route {self.path}", "not_found")
 
         def do_POST(self) -> None:
+            if proxy.token is not None and self.headers.get("Authorization") != f"Bearer {proxy.token}":
+                self._error(401, "missing or wrong proxy token", "authentication_error")
+                return
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                 self._error(404, f"no route {self.path}", "not_found")
                 return
@@ -177,7 +210,10 @@ def _handler_for(proxy: GatewayProxy) -> type[BaseHTTPRequestHandler]:
             if not body.get("stream"):
                 self._send_json(200, response)
                 return
-            data = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in _stream_chunks(response))
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            data = b"".join(f"data: {json.dumps(chunk)}\n\n".encode()
+                            for chunk in stream_chunks(response, include_usage=include_usage))
             data += b"data: [DONE]\n\n"
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")

@@ -134,6 +134,14 @@ class SandboxCgroup:
                 return int(value) > 0
         return False
 
+    def peak_memory_bytes(self) -> int | None:
+        """The sandbox's peak memory use so far (``memory.peak`` on v2, ``memory.max_usage_in_bytes`` on v1)."""
+        if self.v2:
+            text = _read(self.folders["unified"] / "memory.peak")
+        else:
+            text = _read(self.folders["memory"] / "memory.max_usage_in_bytes")
+        return int(text) if text.strip().isdigit() else None
+
     def kill_all(self, timeout: float = 10.0) -> bool:
         """SIGKILL every process in the cgroup until none is left; returns whether it emptied in time."""
         deadline = time.monotonic() + timeout

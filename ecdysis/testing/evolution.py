@@ -197,3 +197,110 @@ def echo(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, con
     """Echoes the last user message (for the gateway proxy's tests)."""
     last = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
     return f"echo: {last}"
+
+
+# -- the same fixes, spoken in external coding agents' protocols (OpenCode's tools, aider's SEARCH/REPLACE) ----------
+
+BUNDLE = "/work/bundle"
+"""The bundle copy's path inside an external agent's sandbox (:mod:`ecdysis.coders.sandboxed`)."""
+
+
+def bundle_text(messages: list[dict[str, Any]], name: str) -> str | None:
+    """A bundle file's text as the external agent's prompt shows it (``BUNDLE_FILE <name> BEGIN`` ... ``END``)."""
+    return between(messages, f"BUNDLE_FILE {name} BEGIN\n", f"\nBUNDLE_FILE {name} END")
+
+
+def line_span(text: str, new_text: str) -> tuple[str, str]:
+    """The smallest run of whole lines of ``text`` (occurring once in it) whose replacement gives ``new_text``."""
+    a, b = text.splitlines(keepends=True), new_text.splitlines(keepends=True)
+    prefix = 0
+    while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < min(len(a), len(b)) - prefix and a[-1 - suffix] == b[-1 - suffix]:
+        suffix += 1
+    while True:
+        old, new = "".join(a[prefix:len(a) - suffix]), "".join(b[prefix:len(b) - suffix])
+        if (old and text.count(old) == 1) or (prefix == 0 and suffix == 0):
+            return old, new
+        if prefix > 0:
+            prefix -= 1
+        else:
+            suffix -= 1
+
+
+def planned_change(messages: list[dict[str, Any]], fixes: Sequence[Fix]) -> tuple[str, str, str] | str:
+    """``(file, old lines, new lines)`` of the fix the spec asks for, computed from the file's text in the prompt
+    as :func:`scripted_coder` computes it from the text it reads; else a sentence saying why there is nothing to do."""
+    asked = asked_changes(messages)
+    fix = next((f for f in fixes if f.hint in asked), None)
+    if fix is None:
+        return "no known fix is asked for"
+    text = bundle_text(messages, fix.file)
+    if text is None:
+        return f"{fix.file} is not in the prompt"
+    try:
+        edits = fix.edits(text)
+    except CannotApply as exc:
+        return f"cannot apply the change: {exc}"
+    if not edits:
+        return "nothing to change"
+    new_text = text
+    for old, new in edits:
+        if new_text.count(old) != 1:
+            return f"the text to change occurs {new_text.count(old)} times in {fix.file}"
+        new_text = new_text.replace(old, new, 1)
+    old, new = line_span(text, new_text)
+    return fix.file, old, new
+
+
+def scripted_opencode_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
+    """The fix of :func:`scripted_coder`, spoken as OpenCode's model: a plain-text title for the request without
+    tools; then one ``edit`` call (absolute ``filePath``, ``oldString``, ``newString``); then, once the tool result is
+    in, a closing text."""
+
+    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+              context: dict[str, Any]) -> str | dict[str, Any]:
+        if not tools:
+            return "Apply the harness fix"
+        results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+        if results:
+            return f"Done: {results[-1][:200]}"
+        change = planned_change(messages, fixes)
+        if isinstance(change, str):
+            return f"Nothing edited: {change}."
+        path, old, new = change
+        return tool_call(0, "edit", {"filePath": f"{BUNDLE}/{path}", "oldString": old, "newString": new})
+
+    return coder
+
+
+def scripted_aider_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
+    """The fix of :func:`scripted_coder`, spoken as aider's model (diff edit format): one SEARCH/REPLACE block."""
+
+    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+        change = planned_change(messages, fixes)
+        if isinstance(change, str):
+            return f"Nothing to edit: {change}."
+        path, old, new = change
+        return (f"The change the specification asks for:\n\n{path}\n```python\n<<<<<<< SEARCH\n{old}=======\n"
+                f"{new}>>>>>>> REPLACE\n```\n")
+
+    return coder
+
+
+SNOOP_MARKER = "READ_THESE:"
+
+
+def opencode_snoop(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                   context: dict[str, Any]) -> str | dict[str, Any]:
+    """An OpenCode model that obeys a prompt-injected specification: it ``read``s each absolute path listed after
+    ``READ_THESE:`` in the spec, one per turn, then reports every tool result it got in its closing text."""
+    if not tools:
+        return "Security review"
+    wanted = asked_changes(messages).split(SNOOP_MARKER, 1)
+    paths = wanted[1].split() if len(wanted) > 1 else []
+    results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+    if len(results) < len(paths):
+        return tool_call(len(results), "read", {"filePath": paths[len(results)]})
+    return "RESULTS:\n" + "\n---\n".join(results)

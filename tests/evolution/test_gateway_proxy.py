@@ -58,11 +58,33 @@ def test_tool_calls_and_streaming(gateway: Gateway) -> None:
     assert status == 200
     events = [line[len("data: "):] for line in raw.decode().splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
-    first, last = json.loads(events[0]), json.loads(events[1])
-    call = first["choices"][0]["delta"]["tool_calls"][0]
-    assert call["index"] == 0 and call["function"]["name"] == "read_file"
-    assert json.loads(call["function"]["arguments"]) == {"path": "harness.py"}
-    assert last["choices"][0]["finish_reason"] == "tool_calls"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    calls: dict[int, dict[str, str]] = {}
+    for chunk in chunks:  # reassembled as an OpenAI streaming client does
+        for part in (chunk["choices"][0]["delta"].get("tool_calls") or []) if chunk["choices"] else []:
+            call = calls.setdefault(part["index"], {"id": "", "name": "", "arguments": ""})
+            call["id"] = part.get("id") or call["id"]
+            call["name"] += part.get("function", {}).get("name", "")
+            call["arguments"] += part.get("function", {}).get("arguments", "")
+    assert list(calls) == [0] and calls[0]["name"] == "read_file" and calls[0]["id"]
+    assert json.loads(calls[0]["arguments"]) == {"path": "harness.py"}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and chunks[-1]["usage"]["total_tokens"] > 0
+
+
+def test_streaming_with_include_usage_ends_with_a_usage_chunk(gateway: Gateway) -> None:
+    with GatewayProxy(gateway, ECHO) as proxy:
+        status, raw = _post(f"{proxy.base_url}/chat/completions",
+                            {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+                             "messages": [{"role": "user", "content": "hi"}]})
+        assert status == 200
+        assert proxy.log == [{"stream": True, "roles": ["user"], "tools": [], "tool_calls": []}]
+    events = [line[len("data: "):] for line in raw.decode().splitlines() if line.startswith("data: ")]
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert events[-1] == "[DONE]"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "echo: hi"
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
 
 
 def test_bad_requests_get_clear_errors(gateway: Gateway) -> None:

@@ -32,7 +32,8 @@ User model (role ``user``):
   question asking for confirmation, and otherwise ends the conversation with ``###STOP###``.
 
 Diagnosis and coding: :data:`diagnoser` and :data:`coder` find and add the rule that blocks a repeated write
-(:data:`FIXES`; the coder patches the ``human`` harness's ``loop.py`` as read from the bundle).
+(:data:`FIXES`; the coder patches the ``human`` harness's ``loop.py`` as read from the bundle). :data:`opencode_coder`
+and :data:`aider_coder` make the same change through OpenCode's ``edit`` tool and aider's SEARCH/REPLACE format.
 """
 
 from __future__ import annotations
@@ -43,7 +44,16 @@ import re
 from typing import Any
 
 from ecdysis.benchmarks.tau2.domain import TauDomain
-from ecdysis.testing.evolution import CannotApply, Edits, Fix, repeats_a_write, scripted_coder, scripted_diagnoser
+from ecdysis.testing.evolution import (
+    CannotApply,
+    Edits,
+    Fix,
+    repeats_a_write,
+    scripted_aider_coder,
+    scripted_coder,
+    scripted_diagnoser,
+    scripted_opencode_coder,
+)
 
 Plan = list[tuple[str, dict[str, Any]]]
 """Tool calls (name, arguments) in the order a scripted agent makes them."""
@@ -241,3 +251,5 @@ FIXES = (
 )
 diagnoser = scripted_diagnoser(FIXES)
 coder = scripted_coder(FIXES)
+opencode_coder = scripted_opencode_coder(FIXES)
+aider_coder = scripted_aider_coder(FIXES)

@@ -1,0 +1,29 @@
+"""``training.coder: {type: builtin}``: the in-process tool loop of :mod:`ecdysis.evolution.coding`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ecdysis.protocols import CodingAgent, LLMClient, SandboxBackend
+
+
+class BuiltinCoderConfig(BaseModel):
+    """The built-in coding agent: six tools confined to the bundle copy, driven by ``models.coder``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    type: Literal["builtin"] = "builtin"
+    """Which coding agent."""
+    max_turns: int = Field(default=20, ge=1)
+    """Model turns per specification."""
+    selftest_timeout_s: float = Field(default=60.0, gt=0)
+    """Wall-clock limit of the self-test the agent may run."""
+
+    def build(self, llm: LLMClient, model: str, backend: SandboxBackend | None) -> CodingAgent:
+        """The agent this config describes."""
+        from ecdysis.evolution.coding import BuiltinCodingAgent
+
+        return BuiltinCodingAgent(llm, model, backend, max_turns=self.max_turns,
+                                  selftest_timeout_s=self.selftest_timeout_s)
