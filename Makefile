@@ -9,13 +9,17 @@ PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup host-packages test lint demo bench sandbox-ready
+.PHONY: setup host-packages coding-agents test lint demo bench sandbox-ready
 
 # Host packages first (the venv and the llama-cpp build need them); each step checks before it installs.
-setup: host-packages $(SETUP_STAMP)
+setup: host-packages $(SETUP_STAMP) coding-agents
 
 host-packages:
 	bash sandbox/ensure-host-packages.sh
+
+# The pinned external coding agents (OpenCode, aider) in .coding-agents/; two file checks when they are there.
+coding-agents: host-packages
+	bash sandbox/ensure-coding-agents.sh
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

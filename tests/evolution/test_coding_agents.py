@@ -237,3 +237,23 @@ def test_training_coder_config_builds_each_agent(gateway: Gateway) -> None:
         cfg = parse_config(data)
         agent = cfg.training.coder.build(gateway, cfg.models.coder, None)
         assert type(agent).__name__ == kind
+
+
+def test_the_install_script_is_two_file_checks_when_the_agents_are_there(tmp_path: Path) -> None:
+    """A ready folder (faked here) costs no npm, pip or apt call; a missing one names what it installs."""
+    opencode = tmp_path / "opencode" / "node_modules" / "opencode-linux-x64"
+    (opencode / "bin").mkdir(parents=True)
+    (opencode / "bin" / "opencode").write_text("#!/bin/sh\n")
+    (opencode / "bin" / "opencode").chmod(0o755)
+    (opencode / "package.json").write_text('{"name": "opencode-linux-x64", "version": "1.18.33"}')
+    aider = tmp_path / "aider"
+    (aider / "bin").mkdir(parents=True)
+    (aider / "bin" / "aider").write_text("#!/bin/sh\n")
+    (aider / "bin" / "aider").chmod(0o755)
+    meta = aider / "lib" / "python3.11" / "site-packages" / "aider_chat-0.86.2.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Name: aider-chat\nVersion: 0.86.2\n")
+    script = Path(__file__).resolve().parents[2] / "sandbox" / "ensure-coding-agents.sh"
+    env = {"PATH": "/usr/bin:/bin", "ECDYSIS_CODING_AGENTS_DIR": str(tmp_path)}
+    done = subprocess.run(["/bin/bash", str(script)], env=env, capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0 and "OpenCode 1.18.33, aider 0.86.2" in done.stdout and "installing" not in done.stdout
