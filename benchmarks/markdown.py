@@ -62,8 +62,28 @@ def _training(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
             ok = speedup >= 2.5
         summary.append(f"- `{workload}`{' (judged)' if workload == judged else ''}: se ÷ ecdysis wall clock "
                        f"**{speedup:.2f}×**{_modification_ratio(result['rows'])}.")
-    lines += [*summary, "", "The rollout phases are the same work for every method of a workload."]
+    lines += [*summary, "", "The rollout phases are the same work for every method of a workload.", ""]
+    lines += _coding_agents(fig.get("coding_agents"), profile.get("coder"))
     return lines, ok
+
+
+def _coding_agents(fig: dict[str, Any] | None, coder_latency: float | None) -> list[str]:
+    if not fig:
+        return []
+    lines = [f"**Coding agents** (the coding phase alone: the `ecdysis` round's specification applied to a fresh copy "
+             f"of the `human` harness, median of {fig['runs']} runs; each coder call costs "
+             f"{_f(coder_latency)} s on the latency server; the external CLIs run in their no-network bubblewrap "
+             "sandbox behind the gateway proxy):", "",
+             "| coding agent | coding wall s | coder calls | CLI start-up s (to first request) | peak memory MB | "
+             "fix applied |", "|---|---:|---:|---:|---:|---|"]
+    for name, row in fig["rows"].items():
+        if "skipped" in row:
+            lines.append(f"| `{name}` | – | – | – | – | not run: {row['skipped']} |")
+            continue
+        lines.append(f"| `{name}` | {_f(row['wall_s'])} | {row['coder_calls']} | {_f(row.get('startup_s'))} | "
+                     f"{_f(row.get('peak_memory_mb'), 0)} | {row['fixed']} |")
+    return [*lines, "", "Peak memory is the sandbox cgroup's peak (page cache of the CLI's files included) where a "
+            "cgroup can be made, else the largest process's peak RSS; the built-in agent runs in the driver.", ""]
 
 
 def _training_table(workload: str, result: dict[str, Any]) -> list[str]:

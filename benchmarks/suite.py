@@ -34,6 +34,8 @@ class Sizes:
     train_rounds: int = 3
     train_workloads: tuple[str, ...] = ("mixed", "recurring")
     """Task models of section 1 (``training_bench.WORKLOADS``); the target is judged on ``JUDGED_WORKLOAD``."""
+    coder_runs: int = 2
+    """Runs of the coding phase per coding agent in section 1 (``training_bench.coding_agents``)."""
     rollout_latency_s: float = 2.0
     concurrencies: tuple[int, ...] = (1, 4, 16, 32, 128)
     episodes_per_slot: int = 2
@@ -55,7 +57,8 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(train_latency_s=0.05, train_tasks=("7", "14", "34"), train_rounds=2, train_workloads=("mixed",),
+QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"), train_rounds=2,
+              train_workloads=("mixed",),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
@@ -83,7 +86,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
     jobs: dict[str, Callable[[], Any]] = {
         "training": lambda: training_bench.run(sizes.train_latency_s, tasks=list(sizes.train_tasks) or None,
                                                max_rounds=sizes.train_rounds,
-                                               workloads=sizes.train_workloads),
+                                               workloads=sizes.train_workloads, coder_runs=sizes.coder_runs),
         "throughput": lambda: {
             "main": rollout_bench.throughput(sizes.rollout_latency_s, list(sizes.concurrencies), tasks=tasks,
                                              episodes_per_slot=sizes.episodes_per_slot),

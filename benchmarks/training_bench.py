@@ -26,6 +26,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from ecdysis.testing.latency import LatencyServer
@@ -61,7 +62,8 @@ WORKLOADS = {
 """Section 1's workloads (see the module doc)."""
 JUDGED_WORKLOAD = "mixed"
 DEFAULT_TASK_MODEL = WORKLOADS[JUDGED_WORKLOAD].task_model
-LATENCY_PROFILE = {"task-quirky": 1.0, "task-repeat": 1.0, "user": 1.0, "diagnoser": 10.0, "coder": 5.0}
+LATENCY_PROFILE = {"task-quirky": 1.0, "task-repeat": 1.0, "user": 1.0, "diagnoser": 10.0, "coder": 5.0,
+                   "opencode-coder": 5.0, "aider-coder": 5.0}
 """Per-call latency of each latency-server model, as a multiple of the rollout turn's latency."""
 PAPER_TRAINING_TASKS = 20
 ROLLOUT_WORKERS = 2
@@ -125,11 +127,12 @@ def run_method(server: LatencyServer, method: str, tasks: list[str], *, max_roun
 
 def run(latency_s: float = 1.0, *, tasks: list[str] | None = None, methods: tuple[str, ...] = METHODS,
         workloads: tuple[str, ...] = tuple(WORKLOADS), max_rounds: int = 3, sandbox: str = "process",
-        warmup: bool = True) -> dict[str, Any]:
+        warmup: bool = True, coder_runs: int = 2) -> dict[str, Any]:
     """Each method on each workload, side by side against one latency server; ratios of wall clock and calls to
     ``ecdysis`` within each workload.
 
     A one-task, one-round warm-up run goes first (discarded), so no method pays the process's one-off imports.
+    Then the coding phase alone, per coding agent (:func:`coding_agents`, ``coder_runs`` runs each; 0: none).
     """
     chosen = list(tasks or default_tasks(PAPER_TRAINING_TASKS))
     profile = {model: factor * latency_s for model, factor in LATENCY_PROFILE.items()}
@@ -142,8 +145,59 @@ def run(latency_s: float = 1.0, *, tasks: list[str] | None = None, methods: tupl
             rows = {m: run_method(server, m, chosen, max_rounds=max_rounds, sandbox=sandbox,
                                   concurrency=len(chosen), task_model=model) for m in methods}
             results[workload] = {"task_model": model, "rows": rows, "ratios": _ratios(rows)}
+        coders = coding_agents(server, runs=coder_runs) if coder_runs else None
     return {"latency_s": latency_s, "latency_profile_s": profile, "tasks": chosen, "max_rounds": max_rounds,
-            "sandbox": sandbox, "workloads": results, "judged_workload": JUDGED_WORKLOAD}
+            "sandbox": sandbox, "workloads": results, "judged_workload": JUDGED_WORKLOAD, "coding_agents": coders}
+
+
+CODING_AGENTS = {"builtin": "coder", "opencode": "opencode-coder", "aider": "aider-coder"}
+"""Coding agent → the latency-server model that speaks its protocol (the same repeated-write fix for each)."""
+
+
+def coding_agents(server: LatencyServer, *, runs: int = 2) -> dict[str, Any]:
+    """The coding phase alone, per coding agent: the ``ecdysis`` round's specification (the repeated-write fix)
+    applied to a fresh copy of the ``human`` harness, ``runs`` times; wall clock, coder calls, and for the external
+    CLIs their start-up (start to first request) and peak memory. An agent that is not installed is reported so."""
+    import statistics
+
+    from ecdysis.benchmarks.tau2 import scripted as tau
+    from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+    from ecdysis.coders import CODERS, SandboxedCLIAgent
+    from ecdysis.harness import copy_bundle
+    from ecdysis.llm import Gateway
+    from ecdysis.llm.config import GatewayConfig
+    from ecdysis.records import ModificationSpec, ProposedChange
+
+    seed = Tau2Benchmark().seed_harnesses()["human"]
+    spec = ModificationSpec(spec_id="bench", proposed_changes=[ProposedChange(
+        component="validation_rules", description=tau.FIXES[0].hint, rationale="repeated writes")])
+    config = GatewayConfig.model_validate({"cache": False, "max_retries": 0, "timeout_s": 60.0,
+                                           "models": server.gateway_models()})
+    rows: dict[str, Any] = {}
+    for name, served in CODING_AGENTS.items():
+        agent_config = CODERS[name]()
+        why = getattr(agent_config, "installed", lambda: None)()
+        if why:
+            rows[name] = {"skipped": why}
+            continue
+        walls, calls, startups, peaks, fixed = [], [], [], [], []
+        for index in range(runs):
+            with tempfile.TemporaryDirectory(prefix="ecdysis-bench-coder-") as folder, \
+                    Gateway(config, context={"run_id": f"coder-{name}-{index}"}) as gateway:
+                bundle = copy_bundle(seed, Path(folder) / "bundle")
+                agent = agent_config.build(gateway, f"openai/{served}", None)
+                started = time.perf_counter()
+                agent.apply(spec, bundle, run_id=f"coder-{name}-{index}", round=0)
+                walls.append(time.perf_counter() - started)
+                calls.append(gateway.usage(f"coder-{name}-{index}").calls)
+                fixed.append(tau.REPEAT_MARKER in (bundle / "loop.py").read_text())
+                if isinstance(agent, SandboxedCLIAgent) and agent.last_run is not None:
+                    startups.append(agent.last_run.startup_s or 0.0)
+                    peaks.append((agent.last_run.peak_memory_bytes or 0) / (1 << 20))
+        rows[name] = {"wall_s": statistics.median(walls), "wall_s_all": walls, "coder_calls": calls[0],
+                      "fixed": all(fixed), "startup_s": statistics.median(startups) if startups else None,
+                      "peak_memory_mb": max(peaks) if peaks else None}
+    return {"runs": runs, "rows": rows}
 
 
 def _ratios(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:

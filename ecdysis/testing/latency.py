@@ -17,7 +17,7 @@ import time
 from typing import IO, Any
 
 REPLY = "ecdysis.testing.tau2_replies:reply"
-MODELS = ("task-gold", "task-repeat", "task-quirky", "user", "diagnoser", "coder")
+MODELS = ("task-gold", "task-repeat", "task-quirky", "user", "diagnoser", "coder", "opencode-coder", "aider-coder")
 
 
 class LatencyServer:

@@ -11,6 +11,8 @@ request's model name and, for τ² roles, finds the task from the conversation i
 | ``user``        | user simulator               | τ²'s scripted ``scripted_user``                                  |
 | ``diagnoser``   | diagnosis, FDCR roles        | τ²'s scripted ``diagnoser``, :mod:`ecdysis.testing.fdcr`        |
 | ``coder``       | coding agent                 | τ²'s scripted ``coder``                                          |
+| ``opencode-coder`` | OpenCode's model          | τ²'s scripted ``opencode_coder``                                 |
+| ``aider-coder`` | aider's model                | τ²'s scripted ``aider_coder``                                    |
 
 The task is found from the user's opening line (task roles: the first ``user`` message) or from the scenario in the
 system prompt (user role). Tasks whose openings coincide are ambiguous; :func:`known_tasks` leaves them out.
@@ -114,5 +116,9 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
         return _diagnoser(messages)
     if model == "coder":
         return tau.coder(messages, tools, {})
-    raise ValueError(f"the bench stub serves task-gold, task-repeat, task-quirky, user, diagnoser and coder, "
-                     f"not {model!r}")
+    if model == "opencode-coder":
+        return tau.opencode_coder(messages, tools, {})
+    if model == "aider-coder":
+        return tau.aider_coder(messages, tools, {})
+    raise ValueError(f"the bench stub serves task-gold, task-repeat, task-quirky, user, diagnoser, coder, "
+                     f"opencode-coder and aider-coder, not {model!r}")

@@ -61,6 +61,14 @@ def test_training_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     assert _positive(mixed["ratios"]["se"]["wall_vs_ecdysis"])
     assert mixed["rows"]["se"]["modification_calls"] > mixed["rows"]["ecdysis"]["modification_calls"]
     assert mixed["rows"]["ecdysis-fdcr"]["calls_by_role"].get("moderator", 0) >= 1
+    coders = fig["coding_agents"]["rows"]  # the coding phase alone, per coding agent
+    assert set(coders) == {"builtin", "opencode", "aider"} and "skipped" not in coders["builtin"]
+    for name, row in coders.items():
+        if "skipped" not in row:
+            assert row["fixed"] and _positive(row["wall_s"]) and row["coder_calls"] >= 1, (name, row)
+    for name, calls in (("opencode", 3), ("aider", 1)):
+        assert "skipped" in coders[name] or (coders[name]["coder_calls"] == calls
+                                             and _positive(coders[name]["startup_s"])), (name, coders[name])
 
 
 def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:
