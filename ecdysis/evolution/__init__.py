@@ -8,7 +8,6 @@ from ecdysis.evolution.acceptance import AcceptancePolicy, Decision, StrictImpro
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, LoopSettings
 from ecdysis.evolution.coding import BuiltinCodingAgent, BundleWorkspace
 from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
-from ecdysis.evolution.external import ExternalCLICodingAgent, ExternalCLIConfig
 from ecdysis.evolution.failures import failures_from, trim_for_context
 from ecdysis.evolution.gateway_proxy import GatewayProxy
 from ecdysis.evolution.loop import TrainingLoop, TrainingResult, score
@@ -26,8 +25,6 @@ __all__ = [
     "Decision",
     "DiagnoserParts",
     "EvolutionMethod",
-    "ExternalCLICodingAgent",
-    "ExternalCLIConfig",
     "GatewayProxy",
     "LoopSettings",
     "SequentialDiagnoser",

@@ -1,7 +1,7 @@
-"""Stdlib-only TCP → unix-socket relay, run inside the external coding agent's no-network container.
+"""Stdlib-only TCP → unix-socket relay, run inside the external coding agent's no-network sandbox.
 
 ``python3 cli_relay.py PORT SOCKET`` listens on 127.0.0.1:PORT and pipes every connection to the gateway proxy's
-unix socket (mounted from the host), so the CLI's only network path is a loopback OpenAI-compatible endpoint.
+unix socket (bound in from the host), so the CLI's only network path is a loopback OpenAI-compatible endpoint.
 """
 
 from __future__ import annotations

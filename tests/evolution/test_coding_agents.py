@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,10 +84,8 @@ def test_the_cli_makes_the_same_fix_as_the_builtin_coder(config: OpenCodeConfig 
                             max_rounds=2)
     diagnoser = method("ecdysis").diagnoser(DiagnoserParts(llm=gateway, model=f"{TAU}:diagnoser"))
     agent = Recorder(SandboxedCLIAgent(gateway, f"{TAU}:{coder}", config))
-    started = time.monotonic()
     result = TrainingLoop(settings, store, gateway, backend, _evaluate(backend, gateway, run_id), diagnoser,
                           agent).run()
-    elapsed = time.monotonic() - started
 
     first = result.rounds[0]
     assert first.base_score == pytest.approx(0.25) and first.n_failures == 3
@@ -107,7 +104,6 @@ def test_the_cli_makes_the_same_fix_as_the_builtin_coder(config: OpenCodeConfig 
         assert run.requests[1]["tool_calls"] == ["edit"] and run.requests[2]["roles"][-1] == "tool"
     coder_calls = [c for c in store.read("llm_calls", run_id=run_id) if c.role == Role.CODER]
     assert len(coder_calls) == requests  # accounted through the gateway as the coder
-    assert elapsed < 120
 
 
 def _changed(diff: str) -> list[str]:
@@ -218,10 +214,8 @@ def test_a_crashing_or_hanging_cli_ends_the_round_with_a_note(tmp_path: Path, ga
     with pytest.raises(CodingAgentFailed, match="broken exited with code 3: boom"):
         crash.apply(spec, bundle, run_id="c", round=0)
     hang = SandboxedCLIAgent(gateway, "scripted/ecdysis.testing.evolution:echo", Broken(["sleep", "60"], 1))
-    started = time.monotonic()
     with pytest.raises(CodingAgentFailed, match="timed out after 1 s"):
         hang.apply(spec, bundle, run_id="h", round=0)
-    assert time.monotonic() - started < 15
     link = SandboxedCLIAgent(gateway, "scripted/ecdysis.testing.evolution:echo",
                              Broken(["ln", "-s", "/etc/passwd", "/work/bundle/passwd.py"], 30))
     with pytest.raises(CodingAgentFailed, match="links or special files"):

@@ -13,16 +13,12 @@ from typing import Any
 
 import pytest
 
-from ecdysis.evolution.external import run_behind_proxy
 from ecdysis.evolution.gateway_proxy import GatewayProxy
 from ecdysis.llm import Gateway
-from ecdysis.records import Role
-from ecdysis.store import ArtifactStore
 from ecdysis.testing.s3 import free_port
 
 ECHO = "scripted/ecdysis.testing.evolution:echo"
 CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder"
-BASE_IMAGE = "ecdysis-sandbox-base:local"
 
 
 def _post(url: str, body: Any) -> tuple[int, bytes]:
@@ -119,39 +115,3 @@ def test_relay_reaches_the_proxy_on_a_unix_socket(gateway: Gateway, tmp_path: Pa
     assert json.loads(raw)["choices"][0]["message"]["content"] == "echo: via relay"
     assert not socket_path.exists()  # the proxy removes its socket when it stops
 
-
-CLIENT = r'''
-import json, socket, urllib.request
-req = urllib.request.Request("http://127.0.0.1:8765/v1/chat/completions",
-    data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "from the box"}]}).encode(),
-    headers={"Content-Type": "application/json"})
-print("REPLY", json.loads(urllib.request.urlopen(req, timeout=20).read())["choices"][0]["message"]["content"])
-try:
-    socket.create_connection(("1.1.1.1", 80), timeout=3)
-    print("OUTSIDE reachable")
-except OSError as exc:
-    print("OUTSIDE unreachable", type(exc).__name__)
-open("written-by-cli.txt", "w").write("ok")
-'''
-
-
-@pytest.mark.docker
-def test_no_network_container_reaches_only_the_gateway(gateway: Gateway, store: ArtifactStore, tmp_path: Path) -> None:
-    import docker
-
-    try:
-        docker.from_env().images.get(BASE_IMAGE)
-    except Exception:
-        pytest.skip(f"{BASE_IMAGE} is not built (sandbox/build-base-image.sh)")
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    (bundle / "harness.py").write_text("def run(session):\n    return None\n")
-    run = run_behind_proxy(gateway, ECHO, BASE_IMAGE, "python3 /ecdysis/client.py", bundle,
-                           files={"client.py": CLIENT}, context={"run_id": "cli-box"}, timeout_s=120)
-    assert run.exit_code == 0, run.logs
-    assert "REPLY echo: from the box" in run.logs
-    assert "OUTSIDE unreachable" in run.logs
-    assert (bundle / "written-by-cli.txt").read_text() == "ok"
-    gateway.flush()
-    (call,) = store.read("llm_calls", run_id="cli-box")
-    assert call.role == Role.CODER and call.model == ECHO
