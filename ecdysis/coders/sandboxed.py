@@ -129,6 +129,8 @@ def bwrap_argv(bwrap: str, control: Path, bundle: Path, home: Path, tmp: Path, i
     argv += ["--ro-bind", "/usr", "/usr"]
     for path in invocation.binds:
         argv += ["--ro-bind", path, path]
+    for path in foreign_packages(invocation.binds):
+        argv += ["--tmpfs", path]
     argv += ["--ro-bind", str(control), CONTROL, "--ro-bind", str(control / "etc"), "/etc",
              "--bind", str(bundle), WORKDIR, "--bind", str(home), HOME, "--bind", str(tmp), "/tmp",
              "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", WORKDIR]
@@ -338,6 +340,25 @@ def _strange(path: Path) -> bool:
     return path.exists() and not (path.is_file() or path.is_dir())
 
 
+PACKAGE_FOLDERS = ("lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages",
+                   "local/lib/python3*/site-packages", "local/lib/python3*/dist-packages")
+"""Where a Python installation keeps its packages, relative to its prefix."""
+
+
+def foreign_packages(binds: list[str]) -> list[str]:
+    """Package folders of the host's Pythons (in ``/usr`` and any bound base interpreter) that the sandbox covers
+    with an empty tmpfs. A system-wide install of the project (as the top-level Dockerfile makes) puts τ²'s
+    ``tasks.json``, with its gold actions, in such a folder, and a coding agent that could read it could write the
+    answers into the harness. A virtual environment's own packages (the agent's install) stay visible."""
+    found: list[str] = []
+    for prefix in map(Path, ["/usr", *binds]):
+        if (prefix / "pyvenv.cfg").is_file():
+            continue
+        for pattern in PACKAGE_FOLDERS:
+            found += [str(p) for p in sorted(prefix.glob(pattern)) if p.is_dir() and not p.is_symlink()]
+    return list(dict.fromkeys(found))
+
+
 def python_prefix(python: Path) -> list[str]:
     """The host folders a virtual environment's interpreter needs inside the sandbox: the venv and its base
     installation (``home`` in ``pyvenv.cfg``)."""
@@ -355,4 +376,4 @@ def python_prefix(python: Path) -> list[str]:
 
 
 __all__ = ["CLIRun", "CodingAgentFailed", "ExternalAgentConfig", "Invocation", "SandboxedCLIAgent", "bundle_prompt",
-           "python_prefix", "run_cli"]
+           "foreign_packages", "python_prefix", "run_cli"]

@@ -9,6 +9,7 @@ are not installed or bubblewrap cannot make its namespaces here.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import pytest
 from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
 from ecdysis.benchmarks.tau2.scripted import REPEAT_MARKER
 from ecdysis.coders import AiderConfig, CodingAgentFailed, OpenCodeConfig, SandboxedCLIAgent
-from ecdysis.coders.sandboxed import Invocation, run_cli
+from ecdysis.coders.sandboxed import Invocation, foreign_packages, run_cli
 from ecdysis.config import parse_config
 from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
 from ecdysis.harness import copy_bundle
@@ -143,6 +144,8 @@ def test_the_sandbox_has_no_network_no_host_files_and_only_the_bundle_writable(t
         pytest.skip(why)
     key = tmp_path / "provider.key"
     key.write_text(SECRET)
+    masked = foreign_packages([])  # the host Python's packages (τ²'s gold answers, where installed system-wide)
+    assert any(os.listdir(path) for path in masked), masked  # so the check below can fail
     probe = f"""
 import json, os, socket
 out = {{}}
@@ -156,6 +159,7 @@ out["home"] = sorted(os.listdir("/home"))
 out["etc"] = sorted(os.listdir("/etc"))
 for path in ["/etc/shadow", "{key}", "/root", "{tmp_path}"]:
     out[path] = os.path.exists(path)
+out["packages"] = {{path: os.listdir(path) for path in {masked!r}}}
 for path in ["/usr/evil", "/etc/evil", "/work/evil", "/work/bundle/new.py"]:
     try:
         open(path, "w").write("x"); out["wrote " + path] = True
@@ -184,6 +188,7 @@ print("PROBE" + json.dumps(out))
     assert seen["internet"] != "connected" and seen["host_ssh"] != "connected"
     assert seen["interfaces"] == ["lo"]
     assert not any(seen[p] for p in ["/etc/shadow", str(key), "/root", str(tmp_path)])
+    assert seen["packages"] == {path: [] for path in masked}
     assert seen["home"] == ["agent"] and seen["etc"] == ["group", "hosts", "nsswitch.conf", "passwd"]
     assert seen["wrote /work/bundle/new.py"] and not any(
         seen[f"wrote {p}"] for p in ["/usr/evil", "/etc/evil", "/work/evil"])
