@@ -92,12 +92,29 @@ class ToolCall(Record):
     call_id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    """The arguments when the harness sent a JSON object (else ``{}``: see ``raw_arguments``)."""
+    raw_arguments: str | None = None
+    """The JSON text of what the harness sent as arguments when it was not an object (a string such as malformed
+    JSON text, a list, a number, null); None when ``arguments`` is exactly what was sent (and in records stored
+    before this field existed)."""
     executed: bool
     blocked_reason: str | None = None
     result: str | None = None
     error: bool = False
     annotation: str | None = None
     step: int = 0
+
+    @classmethod
+    def split_arguments(cls, sent: Any) -> dict[str, Any]:
+        """``arguments`` and ``raw_arguments`` for what a harness sent (keyword arguments of the constructor)."""
+        if isinstance(sent, dict):
+            return {"arguments": sent}
+        return {"arguments": {}, "raw_arguments": json.dumps(sent, default=str)}
+
+    @property
+    def sent_arguments(self) -> Any:
+        """The arguments exactly as the harness sent them."""
+        return self.arguments if self.raw_arguments is None else json.loads(self.raw_arguments)
 
 
 class TokenUsage(Record):

@@ -176,11 +176,11 @@ class _Episode:
             raise HandlerError("bad_request", "tool.call needs 'name': a string")
         if len(json.dumps(arguments)) > MAX_ARGUMENT_CHARS:
             raise HandlerError("bad_request", f"tool.call 'arguments' exceed {MAX_ARGUMENT_CHARS} characters of JSON")
-        arguments = arguments if arguments is not None else {}
+        sent = params.get("arguments", {})
+        arguments = arguments if arguments is not None else {}  # no arguments at all: a call without any
         content, error = self.env.call(name, arguments)
         self.messages.extend(tool_exchange(call_id, name, arguments, content, error))
-        self.tool_calls.append(ToolCall(call_id=call_id, name=name,
-                                        arguments=arguments if isinstance(arguments, dict) else {},
+        self.tool_calls.append(ToolCall(call_id=call_id, name=name, **ToolCall.split_arguments(sent),
                                         executed=True, result=content, error=error, step=self.steps))
         if error:
             self.errors += 1
@@ -206,9 +206,8 @@ class _Episode:
         for event in events:
             params = event.get("params") or {}
             if event.get("kind") == "blocked":
-                arguments = params.get("arguments")
                 blocked = ToolCall(call_id=str(params.get("call_id", "")), name=str(params.get("name", "")),
-                                   arguments=arguments if isinstance(arguments, dict) else {}, executed=False,
+                                   **ToolCall.split_arguments(params.get("arguments", {})), executed=False,
                                    blocked_reason=str(params.get("reason", ""))[:4000], step=self.steps)
                 self.tool_calls.append(blocked)
                 by_id.setdefault(blocked.call_id, blocked)

@@ -158,7 +158,7 @@ def _first_line(text: str | None, limit: int = 200) -> str:
 
 
 def _describe(call: ToolCall) -> str:
-    arguments = json.dumps(call.arguments, sort_keys=True)
+    arguments = json.dumps(call.sent_arguments, sort_keys=True)
     if len(arguments) > 200:
         arguments = arguments[:199] + "…"
     return f"{call.name}({arguments})"

@@ -122,7 +122,7 @@ def _tool_calls(t: Trajectory) -> Html:
     rows, classes = [], []
     for call in t.tool_calls:
         status = badge("executed", "ok") if call.executed else badge("blocked", "blocked")
-        rows.append([call.step, tag("code", call.name), pre(json.dumps(call.arguments, ensure_ascii=False,
+        rows.append([call.step, tag("code", call.name), pre(json.dumps(call.sent_arguments, ensure_ascii=False,
                                                                        default=str)),
                      join([status, " ", call.blocked_reason or ""]), "error" if call.error else "",
                      call.annotation or "", call.result or ""])

@@ -33,6 +33,19 @@ PAPER_TASKS_PER_SPLIT = 20
 """Per the paper: 20 training and 20 test tasks drawn with a fixed seed from τ²'s own splits."""
 
 
+NOT_AN_OBJECT_KEY = "arguments_not_a_json_object"
+"""τ² tool calls take a JSON object; arguments that are not one (a string such as malformed JSON text, a list, a
+number) are passed on as ``{NOT_AN_OBJECT_KEY: sent}``, which every τ² tool rejects with its own error naming the key.
+So the agent sees why, and τ²'s own replay of an exported trajectory gives the very same output."""
+
+
+def tau2_arguments(sent: Any) -> dict[str, Any]:
+    """The keyword arguments a τ² tool is called with for what the agent sent (``None`` is no arguments)."""
+    if isinstance(sent, dict):
+        return sent
+    return {} if sent is None else {NOT_AN_OBJECT_KEY: sent}
+
+
 class TauDomainError(ValueError):
     """An unknown domain, task id or split (the message lists what exists)."""
 
@@ -238,11 +251,13 @@ class EpisodeEnv:
     def call(self, name: str, arguments: Any) -> tuple[str, bool]:
         """Execute a tool as the agent; returns ``(content, error)`` exactly as τ² renders it, and logs the call.
 
-        An unknown tool or bad arguments give an error result, never an exception.
+        An unknown tool or bad arguments give an error result, never an exception; arguments that are not a JSON
+        object are passed on as :func:`tau2_arguments` says.
         """
+        arguments = tau2_arguments(arguments)
         content, error = self._execute(name, arguments)
-        self.log.append(ToolCallLog(name=name, arguments=arguments if isinstance(arguments, dict) else {},
-                                    content=content, error=error, write=self.domain.is_write(name)))
+        self.log.append(ToolCallLog(name=name, arguments=arguments, content=content, error=error,
+                                    write=self.domain.is_write(name)))
         return content, error
 
     def peek(self, name: str, arguments: Any) -> tuple[str, bool]:
@@ -261,8 +276,7 @@ class EpisodeEnv:
     def _execute(self, name: str, arguments: Any) -> tuple[str, bool]:
         if not isinstance(name, str) or name not in self.domain.tool_types:
             return f"Error: Tool '{name}' not found.", True
-        if not isinstance(arguments, dict):
-            return f"Error: arguments of '{name}' must be a JSON object, got {type(arguments).__name__}", True
+        arguments = tau2_arguments(arguments)
         try:
             if name == "calculate" and calculator.needs_guard(arguments):
                 response = calculator.calculate(arguments["expression"])  # τ²'s eval could hold the GIL for minutes

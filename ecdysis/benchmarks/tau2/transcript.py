@@ -6,18 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from ecdysis.benchmarks.episode import transcript_calls
+from ecdysis.benchmarks.tau2.domain import tau2_arguments
 from ecdysis.benchmarks.tau2.grading import WriteCall
 from ecdysis.records import TerminationReason
 
 
 def executed_calls(messages: list[dict[str, Any]]) -> list[WriteCall]:
-    """Every executed tool call, in order (the grader keeps only the writes)."""
-    return [WriteCall(call["name"], call["arguments"]) for call in transcript_calls(messages)]
+    """Every executed tool call, in order, with the arguments τ²'s tool got (the grader keeps only the writes)."""
+    return [WriteCall(call["name"], tau2_arguments(call["arguments"])) for call in transcript_calls(messages)]
 
 
 def to_simulation_run(messages: list[dict[str, Any]], task_id: str, termination: TerminationReason | str,
                       run_id: str = "ecdysis") -> Any:
-    """τ²'s ``SimulationRun`` for a transcript, so τ²'s own evaluator can grade it (used to check our grader)."""
+    """τ²'s ``SimulationRun`` for a transcript, so τ²'s own evaluator can grade it (used to check our grader).
+
+    Arguments that are not a JSON object travel as :func:`~ecdysis.benchmarks.tau2.domain.tau2_arguments` passed
+    them to the tool, so τ²'s replay gives the outputs the agent saw."""
     from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
     from tau2.data_model.simulation import SimulationRun
     from tau2.data_model.simulation import TerminationReason as TauReason
@@ -28,7 +32,8 @@ def to_simulation_run(messages: list[dict[str, Any]], task_id: str, termination:
     for message in messages:
         role = message.get("role")
         if role == "assistant" and message.get("tool_calls"):
-            calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in message["tool_calls"]]
+            calls = [ToolCall(id=c["id"], name=c["name"], arguments=tau2_arguments(c["arguments"]))
+                     for c in message["tool_calls"]]
             out.append(AssistantMessage(role="assistant", content=message.get("content"), tool_calls=calls))
         elif role == "assistant":
             out.append(AssistantMessage(role="assistant", content=message.get("content")))

@@ -116,7 +116,7 @@ def _failure_line(failure: FailureRecord) -> str:
 
 
 def _call_text(call: ToolCall) -> str:
-    args = json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
+    args = json.dumps(call.sent_arguments, sort_keys=True, separators=(",", ":"))
     status = "executed" if call.executed else f"blocked({call.blocked_reason or '?'})"
     if call.error:
         status += ",error"

@@ -58,7 +58,7 @@ def test_episode_env_results_never_crash(airline: TauDomain) -> None:
     content, error = env.call("get_user_details", {"wrong_arg": 1})
     assert error and "unexpected keyword argument" in content
     content, error = env.call("get_user_details", "not a dict")
-    assert error and "JSON object" in content
+    assert error and "arguments_not_a_json_object" in content
     content, error = env.call("get_user_details", {"user_id": "emma_kim_9957"})
     assert not error and json.loads(content)["user_id"] == "emma_kim_9957"
     assert [entry.name for entry in env.log] == ["no_such_tool", "get_user_details", "get_user_details",
