@@ -304,6 +304,28 @@ class RunManifest(Record):
     note: str = ""
 
 
+class Verification(Record):
+    """A run's trajectories re-graded by the benchmark's official evaluator (``ecdysis verify``)."""
+
+    run_id: str
+    verified_at: datetime = Field(default_factory=utc_now)
+    evaluator: str
+    """Which official evaluator graded, e.g. ``tau2 evaluate_simulation``."""
+    sample: int | None = None
+    """How many trajectories were drawn (None: all of them)."""
+    checked: int = 0
+    agreed: int = 0
+    by_domain: dict[str, list[int]] = Field(default_factory=dict)
+    """Domain → [agreed, checked]."""
+    disagreements: list[str] = Field(default_factory=list)
+    """``trajectory_id: what differs`` for each disagreement (at most 50)."""
+
+    @property
+    def passed(self) -> bool:
+        """Every checked trajectory agreed (and there was at least one)."""
+        return self.checked > 0 and self.agreed == self.checked
+
+
 def stable_hash(value: Any) -> str:
     """sha256 of the canonical JSON of ``value``: equal inputs give equal keys on any machine."""
     blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()

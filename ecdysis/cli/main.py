@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ecdysis.cli.demo_cmd",
     "ecdysis.cli.report_cmd",
     "ecdysis.cli.compare_cmd",
+    "ecdysis.cli.evidence_cmd",
 )
 
 app = typer.Typer(

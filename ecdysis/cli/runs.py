@@ -8,9 +8,10 @@ import typer
 from rich.table import Table
 
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
-from ecdysis.records import RoundResult, RunManifest
+from ecdysis.records import RoundResult, RunManifest, Verification
 from ecdysis.schemas import DATASETS
 from ecdysis.store import StoreError
+from ecdysis.verification import last_verification
 
 runs_app = typer.Typer(help="Inspect runs in a store.", no_args_is_help=True)
 
@@ -48,11 +49,13 @@ def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOp
         manifest = artifacts.read_manifest(run)
         counts = {name: artifacts.count(name, run_id=run) for name in DATASETS}
         rounds = artifacts.read("rounds", run_id=run) if counts["rounds"] else []
+        verification = last_verification(artifacts, run)
     except (StoreError, ValueError) as err:
         fail(str(err))
     if manifest is None and not any(counts.values()):
         fail(f"run {run!r} not found in {artifacts.uri}")
     _print_manifest(run, manifest)
+    _print_verification(verification)
     _print_rounds(rounds)
     table = Table(title="rows per dataset")
     table.add_column("dataset")
@@ -85,6 +88,16 @@ def _print_manifest(run: str, manifest: RunManifest | None) -> None:
     for key, value in rows.items():
         table.add_row(key, value)
     console.print(table)
+
+
+def _print_verification(verification: Verification | None) -> None:
+    if verification is None:
+        console.print("never verified against the official evaluator (ecdysis verify)")
+        return
+    verdict = "[green]agrees[/]" if verification.passed else "[red]DISAGREES[/]"
+    console.print(f"last verified {verification.verified_at.isoformat(timespec='seconds')}: {verdict}, "
+                  f"{verification.agreed} of {verification.checked} trajectories agree with "
+                  f"{verification.evaluator}", highlight=False, soft_wrap=True)
 
 
 def _print_rounds(rounds: list[RoundResult]) -> None:

@@ -1,0 +1,68 @@
+"""``ecdysis export RUN`` and ``ecdysis verify RUN``: a run's evidence in each benchmark's own format, and the run
+re-graded by the official evaluators (:mod:`ecdysis.verification`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
+from ecdysis.store import StoreError
+
+FORMATS = ("tau2",)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``export`` and ``verify`` to ``app``."""
+    app.command("export")(export)
+    app.command("verify")(verify)
+
+
+def export(run: Annotated[str, typer.Argument(help="Run id.")],
+           out: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the results files into.")],
+           format: Annotated[str, typer.Option("--format", help="Results format: tau2 (τ²'s own results files).")]
+           = "tau2",
+           store: StoreOption = DEFAULT_STORE) -> None:
+    """Write each trajectory of a run in its benchmark's own results format (τ²: files that τ²'s ``Results.load``
+    and ``tau2 view`` read)."""
+    from ecdysis.verification import export_run
+
+    if format not in FORMATS:
+        fail(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
+    try:
+        paths = export_run(open_store(store), run, out)
+    except (StoreError, ValueError) as err:
+        fail(str(err))
+    for path in paths:
+        console.print(str(path), highlight=False, soft_wrap=True)
+    console.print(f"{len(paths)} results file(s) written to {out}", highlight=False)
+
+
+def verify(run: Annotated[str, typer.Argument(help="Run id.")],
+           sample: Annotated[int | None, typer.Option("--sample", help="Re-grade this many trajectories, drawn "
+                                                      "with --seed (default: all).")] = None,
+           seed: Annotated[int, typer.Option("--seed", help="Seed of the --sample draw.")] = 0,
+           store: StoreOption = DEFAULT_STORE) -> None:
+    """Re-grade a run's trajectories with the benchmark's official evaluator (τ²'s ``evaluate_simulation``), print
+    the agreement per domain, record it in the store; exit 1 on any disagreement."""
+    from ecdysis.verification import verify_run
+
+    try:
+        verification = verify_run(open_store(store), run, sample=sample, seed=seed)
+    except (StoreError, ValueError) as err:
+        fail(str(err))
+    table = Table(title=f"run {run}: stored grades against {verification.evaluator}")
+    for column in ("domain", "agree", "checked"):
+        table.add_column(column, justify="left" if column == "domain" else "right")
+    for domain, (agreed, checked) in sorted(verification.by_domain.items()):
+        table.add_row(domain, str(agreed), str(checked))
+    console.print(table)
+    for line in verification.disagreements:
+        console.print(f"[red]disagrees[/] {line}", highlight=False, soft_wrap=True)
+    if not verification.passed:
+        fail(f"{verification.checked - verification.agreed} of {verification.checked} trajectories disagree"
+             if verification.checked else f"run {run!r} has no trajectories to verify")
+    console.print(f"all {verification.checked} trajectories agree", highlight=False)
