@@ -15,8 +15,10 @@ from ecdysis.records import (
     RoundResult,
     RunManifest,
     Trajectory,
+    Verification,
 )
 from ecdysis.store import ArtifactStore, StoreError
+from ecdysis.verification import last_verification
 
 FDCR_NAMESPACE = "fdcr"
 
@@ -38,6 +40,8 @@ class RunData:
     specs: list[ModificationSpec] = field(default_factory=list)
     harness_versions: list[HarnessVersion] = field(default_factory=list)
     fdcr_reports: dict[int, dict[str, Any]] = field(default_factory=dict)
+    verification: Verification | None = None
+    """The latest ``ecdysis verify`` of the run (None: never verified)."""
 
     @property
     def method(self) -> str:
@@ -93,6 +97,7 @@ def load_run(store: ArtifactStore, run_id: str) -> RunData:
         known = [m.run_id for m in store.list_runs()]
         hint = f"known runs: {', '.join(known)}" if known else "the store holds no run manifests"
         raise UnknownRunError(f"run {run_id!r} not found in {store.uri} ({hint})")
+    run.verification = last_verification(store, run_id)
     for number in run.round_numbers():
         report = _fdcr_report(store, run_id, number)
         if report is not None:

@@ -71,9 +71,18 @@ def _runs_section(runs: Sequence[RunData]) -> Html:
                      m.created_at.strftime("%Y-%m-%d %H:%M") if m else "–",
                      ", ".join(m.models) if m else ", ".join(sorted({t.model for t in run.trajectories})),
                      len(m.tasks) if m else "–", len(run.latest_rounds()), len(run.trajectories),
-                     tag("code", (m.final_harness_hash or "–")[:12]) if m else "–"])
+                     tag("code", (m.final_harness_hash or "–")[:12]) if m else "–", _verified(run)])
     return tag("section", join([
         tag("h2", "Runs", id="runs"),
         table(["run", "kind", "method", "status", "created", "models", "tasks", "rounds", "trajectories",
-               "final harness"], rows, numeric=[6, 7, 8], id="runs-table"),
+               "final harness", "verified"], rows, numeric=[6, 7, 8], id="runs-table"),
     ]))
+
+
+def _verified(run: RunData) -> str:
+    """When the run was last re-graded by the official evaluator, and the result."""
+    v = run.verification
+    if v is None:
+        return "never"
+    verdict = "agrees" if v.passed else "DISAGREES"
+    return f"{v.verified_at.strftime('%Y-%m-%d %H:%M')}: {verdict} ({v.agreed}/{v.checked})"

@@ -12,7 +12,7 @@ from report_support import HOSTILE, MODELS, Built, build_store
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
-from ecdysis.records import RunManifest
+from ecdysis.records import RunManifest, Verification
 from ecdysis.store import ArtifactStore
 
 runner = CliRunner()
@@ -100,3 +100,21 @@ def test_run_with_only_a_manifest(tmp_path: Path) -> None:
     text = parse(out.read_text(encoding="utf-8")).text()
     for note in ("No training rounds", "No modification specs", "No eval-phase trajectories", "No trajectories"):
         assert note in text
+
+
+def test_runs_table_shows_when_a_run_was_last_verified(tmp_path: Path) -> None:
+    from ecdysis.verification import NAMESPACE
+
+    store = ArtifactStore(str(tmp_path / "store"))
+    for run_id in ("checked", "unchecked"):
+        store.write_manifest(RunManifest(run_id=run_id, kind="eval", models=[MODELS[0]]))
+    verification = Verification(run_id="checked", evaluator="tau2", checked=4, agreed=3,
+                                disagreements=["t1: reward: ours 0.0, τ²'s 1.0"])
+    store.put_object(NAMESPACE, "checked", verification.model_dump_json().encode())
+    out = tmp_path / "verified.html"
+    result = runner.invoke(app, ["report", "checked", "unchecked", "-o", str(out), "--store", str(tmp_path / "store")])
+    assert result.exit_code == 0, result.output
+    rows = [row.text() for row in parse(out.read_text(encoding="utf-8")).by_id("runs-table").find_all("tr")]
+    stamp = verification.verified_at.strftime("%Y-%m-%d %H:%M")
+    assert next(row for row in rows if row.startswith("checked")).endswith(f"{stamp}: DISAGREES (3/4)")
+    assert next(row for row in rows if row.startswith("unchecked")).endswith("never")
