@@ -11,6 +11,8 @@ already in it, so they work under any harness that keeps the assistant's tool ca
   containing every ``communicate_info`` string, then only closes politely. Scores 1.0 on every airline and retail task.
 - :func:`skip_one_write_agent`: the same, but leaves out the first gold WRITE action: scores 0 on every task that
   has a write (the DB no longer matches).
+- :func:`not_object_arguments_agent`: the gold agent after three tool calls whose arguments are not a JSON object
+  (a JSON string, a JSON list, malformed JSON): they check that such calls are recorded and exported as sent.
 - :func:`repeat_write_agent`: **the documented, harness-fixable flaw.** It behaves like the gold agent, but after
   every successful write it issues the very same write call once more ("retrying" an action that already
   succeeded). Airline writes are not idempotent (``cancel_reservation`` adds the refunds again,
@@ -74,9 +76,10 @@ def _final_sent(messages: list[dict[str, Any]], marker: str) -> bool:
     return any(m.get("role") == "assistant" and marker in str(m.get("content") or "") for m in messages)
 
 
-def _tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _tool_call(call_id: str, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)  # a str is sent as it is
     return {"content": None, "tool_calls": [{"id": call_id, "type": "function",
-                                             "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+                                             "function": {"name": name, "arguments": text}}]}
 
 
 FINAL_MARKER = "Here is a summary of what I did"
@@ -88,7 +91,7 @@ def final_message(communicate_info: list[str]) -> str:
     return f"{FINAL_MARKER}: {facts}."
 
 
-def _plan_agent(messages: list[dict[str, Any]], context: dict[str, Any], plan: list[tuple[str, dict[str, Any]]],
+def _plan_agent(messages: list[dict[str, Any]], context: dict[str, Any], plan: list[tuple[str, Any]],
                 info: list[str]) -> str | dict[str, Any]:
     made = _tool_calls_made(messages)
     if made < len(plan):
@@ -118,6 +121,19 @@ def skip_one_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, A
     """The gold agent without the first gold write action."""
     domain, plan, info = _gold_plan(context)
     return _plan_agent(messages, context, _without_first_write(domain, plan), info)
+
+
+NOT_OBJECT_ARGUMENTS = ('"a JSON string"', '["a", "JSON", "list"]', '{"user_id": "ada_lovelace_1815"')
+"""Argument texts that are not a JSON object: a JSON string, a JSON list, malformed JSON."""
+
+
+def not_object_arguments_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                               context: dict[str, Any]) -> str | dict[str, Any]:
+    """The gold agent, which first calls the task's first gold tool once with each of :data:`NOT_OBJECT_ARGUMENTS`
+    as its argument text (as a model can send them); none of them can execute, so the gold score stands."""
+    _, plan, info = _gold_plan(context)
+    target = plan[0][0] if plan else "calculate"
+    return _plan_agent(messages, context, [(target, text) for text in NOT_OBJECT_ARGUMENTS] + plan, info)
 
 
 def repeat_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

@@ -3,6 +3,7 @@ did, non-object tool-call arguments included; ``regrade`` reports a tampered gra
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,49 @@ def test_regrade_agrees_and_reports_a_tampered_grade(retail: TauDomain) -> None:
 def test_benchmarks_without_an_official_adapter_are_refused_by_name() -> None:
     with pytest.raises(NoOfficialAdapter, match=r"export is not available for benchmark 'agentbench-os'.*: tau2"):
         adapter("agentbench-os", "ecdysis export")
+
+
+FORWARD = '''
+
+def forward_arguments(raw):
+    """The model's arguments as sent: decoded JSON whatever its type, else the text itself."""
+    try:
+        return json.loads(raw), None
+    except (TypeError, ValueError):
+        return raw, None
+'''
+
+
+def test_a_sandboxed_episode_records_non_object_arguments_as_sent_and_tau2_agrees(
+        tmp_path: Path, backend: object, gateway: object) -> None:
+    """A harness that passes the model's arguments on whatever they are, in the process sandbox, with a scripted model
+    that sends a JSON string, a JSON list and malformed JSON before the gold actions."""
+    from tau2.data_model.simulation import Results
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+    from test_episode import TAU2, request
+
+    from ecdysis.benchmarks.tau2.benchmark import HARNESSES
+    from ecdysis.benchmarks.tau2.scripted import NOT_OBJECT_ARGUMENTS
+
+    bundle = tmp_path / "forwarding"
+    bundle.mkdir()
+    text = (HARNESSES / "direct" / "harness.py").read_text()
+    call = 'arguments, problem = parse_arguments(function.get("arguments"))'
+    assert call in text
+    (bundle / "harness.py").write_text(text.replace(call, call.replace("parse_arguments", "forward_arguments"))
+                                       + FORWARD)
+    trajectory = TAU2.run(request("retail", "5", bundle, "not_object_arguments_agent"), backend, gateway)  # type: ignore[arg-type]
+    assert (trajectory.termination_reason, trajectory.reward) == (TerminationReason.USER_STOP, 1.0), trajectory.error
+    sent = [c for c in trajectory.tool_calls if c.raw_arguments is not None]
+    expected = []
+    for text_sent in NOT_OBJECT_ARGUMENTS:
+        try:
+            expected.append(json.loads(text_sent))
+        except ValueError:
+            expected.append(text_sent)
+    assert [c.sent_arguments for c in sent] == expected and all(c.executed and c.error for c in sent)
+    assert official.regrade(trajectory).agrees
+    [path] = official.export([trajectory], tmp_path / "out")
+    loaded = Results.load(path)
+    theirs = evaluate_simulation(loaded.simulations[0], loaded.tasks[0], EvaluationType.ALL, False, "retail")
+    assert theirs.reward == 1.0
