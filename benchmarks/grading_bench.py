@@ -1,71 +1,146 @@
-"""Grading benchmark: CPU seconds per grade, our trusted grader vs τ²'s ``evaluate_simulation``.
+"""Grading benchmark: CPU seconds per grade, our trusted grader vs τ²'s ``evaluate_simulation``, per trajectory kind.
 
-Run ``python -m benchmarks.grading_bench [n_tasks]`` for a table, or call :func:`run` for the figures. Each task
-contributes a gold trajectory and one with its first gold write skipped (the two commonest shapes in a run). Our
-figures are for a warm process (gold hashes cached, as in a run); τ²'s always reload the DB from disk.
+Our grader decides a DB match one of three ways (:func:`ecdysis.benchmarks.tau2.grading.db_path`), at very different
+costs, so one average over a mix says more about the mix than about the grader. Figures are given per kind:
+
+- ``gold_identical``: the executed writes are exactly the gold writes (no replay: the shortcut);
+- ``replay``: writes that differ from the gold (replayed into a DB clone and hashed);
+- ``no_writes``: no write at all on a task that has some (the cached pristine hash).
+
+Synthetic trajectories per task: the gold actions, the gold with the first write's arguments changed, the gold with
+every write done twice, and the gold's reads alone. :func:`run_stored` times the trajectories of a real stored run
+instead, kind by kind and as the run's own mix (the only mix worth quoting).
+
+Run ``python -m benchmarks.grading_bench [n_tasks]`` for a table, or ``python -m benchmarks.grading_bench --store URI
+--run RUN`` for a stored run. Our figures are for a warm process (gold hashes cached, as in a run); τ²'s always
+reload the DB from disk.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ecdysis.benchmarks import episode as ep
 from ecdysis.benchmarks.tau2 import transcript as tr
 from ecdysis.benchmarks.tau2.domain import TauDomain
-from ecdysis.benchmarks.tau2.grading import gold_hash, grade
+from ecdysis.benchmarks.tau2.grading import (
+    GOLD_IDENTICAL,
+    NO_WRITES,
+    REPLAY,
+    db_path,
+    gold_hash,
+    grade,
+    pristine_hash,
+)
 from ecdysis.benchmarks.tau2.scripted import final_message
 from ecdysis.records import TerminationReason
 
+KINDS = (GOLD_IDENTICAL, REPLAY, NO_WRITES)
+Case = tuple[str, Any, list[dict[str, Any]], TerminationReason]
+"""(domain, τ² task, transcript, ending)."""
 
-def _trajectories(domain: TauDomain, task: Any) -> list[list[dict[str, Any]]]:
+
+def _changed(arguments: dict[str, Any]) -> dict[str, Any]:
+    altered = copy.deepcopy(arguments)
+    if not altered:
+        return {"unexpected": 0}
+    key = sorted(altered)[-1]
+    altered[key] = str(altered[key]) + "0"
+    return altered
+
+
+def _plans(domain: TauDomain, task: Any) -> list[list[tuple[str, dict[str, Any]]]]:
     gold = [(a.name, dict(a.arguments)) for a in task.evaluation_criteria.actions or []]
     writes = [i for i, (name, _) in enumerate(gold) if domain.is_write(name)]
-    plans = [gold] + ([gold[: writes[0]] + gold[writes[0] + 1:]] if writes else [])
-    out = []
-    for plan in plans:
-        env = domain.new_env()
-        messages = [ep.agent_text("Hi! How can I help you today?"), ep.user_text("Hello.", False)]
-        for i, (name, arguments) in enumerate(plan):
-            content, error = env.call(name, arguments)
-            messages += ep.tool_exchange(f"c{i}", name, arguments, content, error)
-        messages.append(ep.agent_text(final_message(list(task.evaluation_criteria.communicate_info or []))))
-        out.append(messages)
-    return out
+    if not writes:
+        return [gold]
+    changed = list(gold)
+    changed[writes[0]] = (gold[writes[0]][0], _changed(gold[writes[0]][1]))
+    doubled = [c for i, call in enumerate(gold) for c in [call] * (2 if i in writes else 1)]
+    reads = [call for i, call in enumerate(gold) if i not in writes]
+    return [gold, changed, doubled, reads]
 
 
-def run(n_tasks: int = 10, domains: tuple[str, ...] = ("airline", "retail")) -> dict[str, dict[str, float]]:
-    """Per domain: trajectories graded and mean CPU seconds per grade for ours and τ²'s, and the speed-up."""
+def _transcript(domain: TauDomain, task: Any, plan: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    env = domain.new_env()
+    messages = [ep.agent_text("Hi! How can I help you today?"), ep.user_text("Hello.", False)]
+    for i, (name, arguments) in enumerate(plan):
+        content, error = env.call(name, arguments)
+        messages += ep.tool_exchange(f"c{i}", name, arguments, content, error)
+    messages.append(ep.agent_text(final_message(list(task.evaluation_criteria.communicate_info or []))))
+    return messages
+
+
+def synthetic_cases(name: str, n_tasks: int) -> list[Case]:
+    """The synthetic trajectories of the first ``n_tasks`` tasks of domain ``name``."""
+    domain = TauDomain.load(name)
+    tasks = [domain.task(tid) for tid in list(domain.tasks)[:n_tasks]]
+    return [(name, task, _transcript(domain, task, plan), TerminationReason.USER_STOP)
+            for task in tasks for plan in _plans(domain, task)]
+
+
+def measure(cases: Iterable[Case]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per domain and kind (plus ``all``: the mix of ``cases`` as given): trajectories graded, mean CPU seconds per
+    grade for ours and τ²'s, and the speed-up."""
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
-    figures: dict[str, dict[str, float]] = {}
-    for name in domains:
+    totals: dict[str, dict[str, list[float]]] = {}
+    for name, task, messages, reason in cases:
         domain = TauDomain.load(name)
-        tasks = [domain.task(tid) for tid in list(domain.tasks)[:n_tasks]]
-        cases = [(task, messages) for task in tasks for messages in _trajectories(domain, task)]
-        for task in tasks:
-            gold_hash(domain, task.id)  # a run computes each task's gold hash once; keep it out of the timing
-        ours = theirs = 0.0
-        for task, messages in cases:
-            started = time.process_time()
-            grade(domain, task.id, TerminationReason.USER_STOP, tr.executed_calls(messages), ep.agent_texts(messages))
-            ours += time.process_time() - started
-            run_ = tr.to_simulation_run(messages, task.id, TerminationReason.USER_STOP)
-            started = time.process_time()
-            evaluate_simulation(run_, task, EvaluationType.ALL, False, name)
-            theirs += time.process_time() - started
-        count = len(cases)
-        figures[name] = {"trajectories": count, "ours_cpu_s": ours / count, "tau2_cpu_s": theirs / count,
-                         "speedup": theirs / ours if ours else float("inf")}
-    return figures
+        gold_hash(domain, task.id)  # a run computes these hashes once per process; keep them out of the timing
+        pristine_hash(domain)
+        calls = tr.executed_calls(messages)
+        kind = db_path(domain, task.id, calls)
+        started = time.process_time()
+        grade(domain, task.id, reason, calls, ep.agent_texts(messages))
+        ours = time.process_time() - started
+        simulation = tr.to_simulation_run(messages, task.id, reason)
+        started = time.process_time()
+        evaluate_simulation(simulation, task, EvaluationType.ALL, False, name)
+        theirs = time.process_time() - started
+        for key in (kind, "all"):
+            row = totals.setdefault(name, {}).setdefault(key, [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += ours
+            row[2] += theirs
+    return {name: {kind: {"trajectories": n, "ours_cpu_s": ours / n, "tau2_cpu_s": theirs / n,
+                          "speedup": theirs / ours if ours else float("inf")}
+                   for kind, (n, ours, theirs) in rows.items()}
+            for name, rows in totals.items()}
+
+
+def run(n_tasks: int = 10, domains: tuple[str, ...] = ("airline", "retail")) -> dict[str, dict[str, dict[str, float]]]:
+    """Figures per domain and kind for the synthetic trajectories (their ``all`` row is a made-up mix: never quote
+    it as the speed-up; :func:`run_stored` gives a real run's)."""
+    return measure(case for name in domains for case in synthetic_cases(name, n_tasks))
+
+
+def run_stored(store_uri: str, run_id: str) -> dict[str, dict[str, dict[str, float]]]:
+    """Figures per domain and kind for the τ² trajectories of a stored run, and its own mix (``all``)."""
+    from ecdysis.store import ArtifactStore
+    from ecdysis.verification import run_trajectories
+
+    trajectories = [t for t in run_trajectories(ArtifactStore(store_uri), run_id) if t.task.benchmark == "tau2"]
+    return measure((t.task.domain, TauDomain.load(t.task.domain).task(t.task.task_id), t.messages,
+                    t.termination_reason) for t in trajectories)
 
 
 def main(argv: list[str]) -> None:
-    n_tasks = int(argv[1]) if len(argv) > 1 else 10
-    for name, row in run(n_tasks).items():
-        print(f"{name:8s} n={row['trajectories']:.0f}  ours {row['ours_cpu_s'] * 1000:8.1f} ms  "
-              f"tau2 {row['tau2_cpu_s'] * 1000:8.1f} ms  x{row['speedup']:.1f}")
+    if "--run" in argv:
+        store = argv[argv.index("--store") + 1] if "--store" in argv else "./runs"
+        figures = run_stored(store, argv[argv.index("--run") + 1])
+    else:
+        figures = run(int(argv[1]) if len(argv) > 1 else 10)
+    for name, kinds in figures.items():
+        for kind in (*KINDS, "all"):
+            if kind in kinds:
+                row = kinds[kind]
+                print(f"{name:8s} {kind:15s} n={row['trajectories']:<4.0f} ours {row['ours_cpu_s'] * 1000:8.2f} ms  "
+                      f"tau2 {row['tau2_cpu_s'] * 1000:8.1f} ms  x{row['speedup']:.1f}")
 
 
 if __name__ == "__main__":

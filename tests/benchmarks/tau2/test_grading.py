@@ -259,9 +259,12 @@ def test_premature_endings_score_zero_and_communicate_is_checked(airline: TauDom
     assert result.communicate_missing == list(task.evaluation_criteria.communicate_info)
 
 
-def test_grading_bench_reports_figures() -> None:
-    from benchmarks.grading_bench import run
+def test_grading_bench_reports_figures_per_kind() -> None:
+    from benchmarks.grading_bench import KINDS, run
 
-    figures = run(n_tasks=2, domains=("retail",))
-    assert set(figures["retail"]) == {"trajectories", "ours_cpu_s", "tau2_cpu_s", "speedup"}
-    assert figures["retail"]["trajectories"] == 4 and figures["retail"]["tau2_cpu_s"] > 0
+    figures = run(n_tasks=2, domains=("retail",))["retail"]
+    assert set(figures) == {*KINDS, "all"}
+    assert {kind: row["trajectories"] for kind, row in figures.items()} == \
+        {"gold_identical": 2, "replay": 4, "no_writes": 2, "all": 8}
+    assert all(set(row) == {"trajectories", "ours_cpu_s", "tau2_cpu_s", "speedup"} for row in figures.values())
+    assert all(row["tau2_cpu_s"] > 0 for row in figures.values())
