@@ -101,3 +101,13 @@ def test_unknown_runs_and_benchmarks_without_an_official_format_are_refused(tmp_
     assert result.exit_code == 1 and "benchmark 'agentbench-os'" in result.output
     assert not (tmp_path / "o").exists()
     assert "unknown format 'csv'" in _cli("export", "ab", "--format", "csv", "-o", "x", "--store", str(store)).output
+
+
+def test_grading_bench_times_a_stored_run_by_kind(scripted_run: tuple[Path, str]) -> None:
+    from benchmarks.grading_bench import run_stored
+
+    store, run = scripted_run
+    figures = run_stored(str(store), run)["airline"]
+    assert figures["all"]["trajectories"] == 4
+    assert sum(row["trajectories"] for kind, row in figures.items() if kind != "all") == 4
+    assert figures["gold_identical"]["trajectories"] == 2  # the gold agent under the human harness, both tasks
