@@ -76,7 +76,8 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
     seeds = build(plan.benchmark).seed_harnesses()
     harnesses = [(spec, *resolve_harness(spec, seeds=seeds, store=store)) for spec in plan.harnesses]
     manifest = RunManifest(
-        run_id=run_id, kind="eval", config=plan.model_dump(), config_hash=stable_hash(plan.model_dump()),
+        run_id=run_id, kind="eval", config=plan.model_dump(mode="json"), config_hash=stable_hash(plan.model_dump()),
+        settings=settings.model_dump(mode="json", exclude={"store_uri", "benchmarks"}),
         package_versions=package_versions(), seed=plan.seed, models=plan.models, tasks=tasks,
     )
     store.write_manifest(manifest)

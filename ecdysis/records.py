@@ -293,6 +293,9 @@ class RunManifest(Record):
     """The evolution method of a training run."""
     config: dict[str, Any] = Field(default_factory=dict)
     config_hash: str = ""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """An eval run's rollout settings (gateway, sandbox, limits; no store URI), so ``ecdysis replay`` can re-run
+    it; a train run's are in ``config``. Empty in manifests stored before it existed."""
     package_versions: dict[str, str] = Field(default_factory=dict)
     seed: int = 0
     models: list[str] = Field(default_factory=list)

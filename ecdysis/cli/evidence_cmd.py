@@ -1,5 +1,6 @@
-"""``ecdysis export RUN`` and ``ecdysis verify RUN``: a run's evidence in each benchmark's own format, and the run
-re-graded by the official evaluators (:mod:`ecdysis.verification`)."""
+"""``ecdysis export RUN``, ``ecdysis verify RUN`` and ``ecdysis replay RUN``: a run's evidence in each benchmark's own
+format, the run re-graded by the official evaluators (:mod:`ecdysis.verification`), and the run re-run from its
+response cache and compared (:mod:`ecdysis.replay`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ FORMATS = ("tau2",)
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``export`` and ``verify`` to ``app``."""
+    """Add ``export``, ``verify`` and ``replay`` to ``app``."""
     app.command("export")(export)
     app.command("verify")(verify)
+    app.command("replay")(replay)
 
 
 def export(run: Annotated[str, typer.Argument(help="Run id.")],
@@ -66,3 +68,32 @@ def verify(run: Annotated[str, typer.Argument(help="Run id.")],
         fail(f"{verification.checked - verification.agreed} of {verification.checked} trajectories disagree"
              if verification.checked else f"run {run!r} has no trajectories to verify")
     console.print(f"all {verification.checked} trajectories agree", highlight=False)
+
+
+def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train or eval run.")],
+           out: Annotated[str | None, typer.Option("--out", help="Store for the replay's own records (default: a new "
+                                                   "temporary folder); must be empty of this run.")] = None,
+           ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster (default: "
+                                                           "a local Ray).")] = None,
+           store: StoreOption = DEFAULT_STORE) -> None:
+    """Re-run a finished run from its response cache, with no provider call, and check that every trajectory,
+    grade, failure record, specification, harness hash and metric is identical; exit 1 on a cache miss (named) or
+    on the first difference of each check."""
+    from ecdysis.replay import NotReplayable, replay_run
+
+    try:
+        result = replay_run(open_store(store), run, out_uri=out, ray_address=ray_address)
+    except (StoreError, NotReplayable, ValueError) as err:
+        fail(str(err))
+    console.print(f"replayed {result.kind} run {run}: {result.trajectories} trajectories, records in "
+                  f"{result.replay_store}", highlight=False, soft_wrap=True)
+    for miss in result.cache_misses[:10]:
+        console.print(f"[red]cache miss[/] {miss}", highlight=False, soft_wrap=True)
+    for difference in result.differences:
+        console.print(f"[red]differs[/] {difference}", highlight=False, soft_wrap=True)
+    if result.cache_misses:
+        fail(f"{len(result.cache_misses)} call(s) were not in the response cache: the replay is not faithful")
+    if result.differences:
+        fail(f"the replay differs from run {run} in {len(result.differences)} check(s)")
+    console.print("identical: trajectories, grades, failure records, specifications, harness hashes, metrics and "
+                  "LLM calls per role (times and provider charges are not replayed)", highlight=False)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig
 from ecdysis.llm.errors import (
     BudgetExceeded,
+    CacheMiss,
     DeadlineExceeded,
     GatewayError,
     LLMCallError,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BudgetExceeded",
+    "CacheMiss",
     "CacheRule",
     "DeadlineExceeded",
     "Gateway",

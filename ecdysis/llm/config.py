@@ -68,3 +68,7 @@ class GatewayConfig(BaseModel):
     """Per-model routing and limits, keyed by the model string callers use."""
     seed: int | None = None
     """Seed of the backoff jitter (None: random)."""
+    replay_from: str | None = None
+    """Replay mode (``ecdysis replay``): the store URI whose response cache answers every call. No provider is
+    called and nothing is added to any cache; a call that cache does not hold fails with ``CacheMiss``, which names
+    it."""

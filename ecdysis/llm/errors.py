@@ -33,6 +33,11 @@ class DeadlineExceeded(LLMCallError):
     flight was cut off by its timeout rather than waited for."""
 
 
+class CacheMiss(LLMCallError):
+    """Replay mode only: the replayed run's response cache does not hold this call (the original run made it
+    uncached, or the replay asked something the original did not). No provider was called."""
+
+
 class BudgetExceeded(GatewayError, Fatal):
     """The run crossed its USD or token budget. Calls made so far are recorded; the caller stops the run."""
 

@@ -26,7 +26,7 @@ from ecdysis.llm._litellm import litellm
 from ecdysis.llm.accounting import Ledger, Usage
 from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe
 from ecdysis.llm.config import CacheRule, GatewayConfig
-from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded, LLMCallError, StructuredOutputError
+from ecdysis.llm.errors import BudgetExceeded, CacheMiss, DeadlineExceeded, LLMCallError, StructuredOutputError
 from ecdysis.llm.pricing import is_priced, response_cost
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
@@ -50,7 +50,9 @@ class Gateway:
         self.config = config or GatewayConfig()
         self.store = store
         self._context = dict(context or {})
-        self._cache = ResponseCache(store, self.config.cache_namespace)
+        self._replaying = self.config.replay_from is not None
+        self._cache = ResponseCache(_replay_source(self.config.replay_from) if self._replaying else store,
+                                    self.config.cache_namespace)
         self._ledger = Ledger(store, max_usd=self.config.max_usd, max_tokens=self.config.max_tokens,
                               flush_every=self.config.flush_every)
         self._rng = random.Random(self.config.seed)
@@ -73,8 +75,10 @@ class Gateway:
         run_id = str(ctx.get("run_id") or "")
         route_ = route(model, self.config)
         self._check_budget(run_id)
-        key = self._cache_key(route_, messages, tools, params, cache)
         started = time.monotonic()
+        if self._replaying:
+            return self._replay(route_, messages, tools, params, ctx, role, model, started)
+        key = self._cache_key(route_, messages, tools, params, cache)
         if key is not None:
             hit = self._cache.get(key)
             if hit is not None:
@@ -136,6 +140,27 @@ class Gateway:
             exc.completion = completion
             self.flush()
             raise
+
+    def _replay(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
+                params: dict[str, Any], ctx: dict[str, Any], role: Role, model: str, started: float) -> Completion:
+        """Replay mode: the cached answer to this call, whatever the cache rule was, or ``CacheMiss``."""
+        sampling = {**route_.params, **params}
+        key = cache_key(route_.target, messages, tools, sampling) if is_json_safe(
+            [list(messages), list(tools or []), sampling]) else None
+        hit = self._cache.get(key) if key is not None else None
+        if hit is None:
+            last = next((m.get("content") for m in reversed(messages) if isinstance(m.get("content"), str)), "")
+            what = (f"{role.value} call to {model} (round {ctx.get('round') or 0}, task {ctx.get('task_id') or '-'}, "
+                    f"trajectory {ctx.get('trajectory_id') or '-'}, cache key {(key or 'none: not JSON')[:16]}, "
+                    f"{len(messages)} messages, last: {str(last)[:80]!r})")
+            error = f"CacheMiss: {what} is not in the response cache of {self.config.replay_from}"
+            failed = Completion(model=model, latency_s=time.monotonic() - started)
+            self._ledger.record(self._record(ctx, role, model, failed, retries=0, error=error))
+            raise CacheMiss(error, model=model)
+        completion = hit.model_copy(update={"cache_hit": True, "tokens": TokenUsage(), "cost_usd": 0.0,
+                                            "latency_s": time.monotonic() - started, "model": model})
+        self._ledger.record(self._record(ctx, role, model, completion, retries=0))
+        return completion
 
     def _cache_key(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
                    params: dict[str, Any], override: bool | None) -> str | None:
@@ -237,6 +262,13 @@ class Gateway:
             model=model, tokens=completion.tokens, cost_usd=completion.cost_usd, latency_s=completion.latency_s,
             cache_hit=completion.cache_hit, retries=retries, error=error,
         )
+
+
+def _replay_source(uri: str | None) -> Store:
+    """The store whose response cache a replay reads (read-only: a replay never calls ``put``)."""
+    from ecdysis.store import ArtifactStore  # the store layer is only needed in replay mode
+
+    return ArtifactStore(str(uri))
 
 
 def _opt_str(value: Any) -> str | None:

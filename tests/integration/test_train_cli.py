@@ -106,8 +106,15 @@ def background_runs(tmp_path_factory: pytest.TempPathFactory,
             _kill_group(proc)
 
 
+@pytest.fixture(scope="module")
+def reference_run(background_runs: dict[str, tuple[Path, subprocess.Popen[str]]]) -> tuple[Path, str]:
+    """The uninterrupted run, finished: its store and its output."""
+    store_dir, proc = background_runs["reference"]
+    return store_dir, _finish(proc)
+
+
 def test_resume_after_killing_the_driver_ends_like_an_uninterrupted_run(
-        tmp_path: Path, cluster_address: str, background_runs: dict[str, tuple[Path, subprocess.Popen[str]]]) -> None:
+        tmp_path: Path, cluster_address: str, reference_run: tuple[Path, str]) -> None:
     config = _config(tmp_path, "scripted")
     store_dir = tmp_path / "interrupted"
     proc = _train(config, store_dir, "--ray-address", cluster_address)
@@ -132,8 +139,7 @@ def test_resume_after_killing_the_driver_ends_like_an_uninterrupted_run(
     resumed = _finish(_train(config, store_dir, "--resume", run_id, "--ray-address", cluster_address))
     assert f"training run {run_id}" in resumed
 
-    ref_dir, reference = background_runs["reference"]
-    reference_out = _finish(reference)
+    ref_dir, reference_out = reference_run
     ref_store = ArtifactStore(ref_dir)
     ref_run, run = _only_run(ref_store), _only_run(store)
     assert run.run_id == run_id and run.status == ref_run.status == "finished"
@@ -162,3 +168,24 @@ def test_a_coder_that_breaks_the_harness_is_rejected(
     assert run.final_harness_hash == base_hash  # the seed harness is kept
     assert base_score == 0.25
     assert "rolled back" in out and "final training score 0.250" in out
+
+
+def test_a_finished_training_run_replays_identically_from_its_cache(
+        tmp_path: Path, cluster_address: str, reference_run: tuple[Path, str]) -> None:
+    ref_dir, _ = reference_run
+    original = ArtifactStore(ref_dir)
+    run = _only_run(original)
+    out = tmp_path / "replay"
+    replay = subprocess.run([ECDYSIS, "replay", run.run_id, "--store", str(ref_dir), "--out", str(out),
+                             "--ray-address", cluster_address], capture_output=True, text=True, timeout=300)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert f"replayed train run {run.run_id}" in replay.stdout and "identical" in replay.stdout
+
+    replayed = ArtifactStore(out)
+    assert _only_run(replayed).final_harness_hash == run.final_harness_hash != _rounds(original, run.run_id)[0][1]
+    assert _rounds(replayed, run.run_id) == _rounds(original, run.run_id)
+    assert [s.model_dump() for s in replayed.read("specs", run_id=run.run_id)] == \
+        [s.model_dump() for s in original.read("specs", run_id=run.run_id)] != []
+    calls = replayed.read("llm_calls", run_id=run.run_id)
+    assert {c.role.value for c in calls} >= {"task", "user", "diagnoser", "coder"}
+    assert all(c.cache_hit and c.error is None for c in calls)  # every answer came from the run's cache

@@ -1,0 +1,93 @@
+"""``ecdysis replay`` on an ``ecdysis eval`` matrix run (2 harnesses × 2 task models × 2 tasks, scripted models, local
+Ray, process sandbox): the replay answers every call from the run's response cache and reproduces every record; a
+changed record is found and named, and a call the cache lacks fails the replay naming the call.
+
+The replay of ``ecdysis train scripted`` is tested beside the training runs, in ``test_train_cli``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration_support import GOLD, USER
+from typer.testing import CliRunner
+
+from ecdysis.cli.main import app
+from ecdysis.records import LLMCallRecord, Trajectory
+from ecdysis.replay import compare_runs
+from ecdysis.store import ArtifactStore
+
+REPEAT = "scripted/ecdysis.benchmarks.tau2.scripted:repeat_write_agent"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory: pytest.TempPathFactory, _ray_session: None) -> tuple[Path, str]:
+    from ecdysis.ray_env import ensure_ray
+
+    ensure_ray(num_cpus=2)
+    store = tmp_path_factory.mktemp("replay") / "runs"
+    result = _cli("eval", "--harness", "noop", "--harness", "human", "--model", GOLD, "--model", REPEAT,
+                  "--user-model", USER, "--trials", "1", "--sandbox", "process", "--workers", "1", "--concurrency", "4",
+                  "--store", str(store), "--task-id", "7", "--task-id", "14")
+    assert result.exit_code == 0, result.output
+    [run] = ArtifactStore(store).list_runs()
+    return store, run.run_id
+
+
+def _cli(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def test_an_eval_matrix_replays_identically_from_its_cache(matrix_run: tuple[Path, str], tmp_path: Path) -> None:
+    store, run = matrix_run
+    cached_before = sorted((store / "objects" / "llm_cache").iterdir())
+    out = tmp_path / "replay"
+    result = _cli("replay", run, "--out", str(out), "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert f"replayed eval run {run}: 8 trajectories" in result.output and "identical" in result.output
+
+    original, replayed = ArtifactStore(store), ArtifactStore(out)
+    calls: list[LLMCallRecord] = replayed.read("llm_calls", run_id=run)
+    assert len(calls) == original.count("llm_calls", run_id=run) > 0
+    assert all(c.cache_hit and c.error is None for c in calls)  # no call reached a model
+    assert sorted((store / "objects" / "llm_cache").iterdir()) == cached_before  # the original is only read
+    rewards = sorted(t.reward for t in replayed.read("trajectories", run_id=run))
+    assert rewards == [0.0] * 6 + [1.0] * 2  # only the gold agent under the human harness solves its tasks
+
+    # The comparison sees a change in any reproducible field, and names the record and the field.
+    rows: list[Trajectory] = replayed.read("trajectories", run_id=run)
+    shutil.rmtree(out / "trajectories")
+    victim = next(t for t in rows if t.tool_calls)
+    changed = victim.tool_calls[0].model_copy(update={"result": "tampered"})
+    replayed.append("trajectories", [t.model_copy(update={"tool_calls": [changed, *t.tool_calls[1:]]})
+                                     if t is victim else t for t in rows], run_id=run, round=0)
+    [difference] = compare_runs(original, replayed, run)
+    assert difference.startswith("trajectories[0, eval, ") and f"{victim.task.task_id}, 0]" in difference
+    assert "].tool_calls[0].result: " in difference and difference.endswith(" != 'tampered'")
+
+
+def test_a_call_missing_from_the_cache_fails_the_replay_and_is_named(matrix_run: tuple[Path, str],
+                                                                     tmp_path: Path) -> None:
+    store, run = matrix_run
+    copy = tmp_path / "runs"
+    shutil.copytree(store, copy)
+    forgotten = 0
+    for entry in (copy / "objects" / "llm_cache").iterdir():  # forget every answer the user simulator gave
+        if json.loads(entry.read_text())["model"] == USER:
+            entry.unlink()
+            forgotten += 1
+    assert forgotten > 0
+    result = _cli("replay", run, "--out", str(tmp_path / "replay"), "--store", str(copy))
+    assert result.exit_code == 1, result.output
+    assert "cache miss CacheMiss: user call to scripted/ecdysis.benchmarks.tau2.scripted:scripted_user" in result.output
+    assert "call(s) were not in the response cache" in result.output
+    assert "differs trajectories[" in result.output  # the episodes that met the miss ended differently
+
+
+def test_only_a_finished_known_run_is_replayed(tmp_path: Path) -> None:
+    result = _cli("replay", "ghost", "--store", str(tmp_path / "runs"))
+    assert result.exit_code == 1 and "run 'ghost' not found" in result.output
