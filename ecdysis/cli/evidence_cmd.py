@@ -47,13 +47,24 @@ def verify(run: Annotated[str, typer.Argument(help="Run id.")],
            sample: Annotated[int | None, typer.Option("--sample", help="Re-grade this many trajectories, drawn "
                                                       "with --seed (default: all).")] = None,
            seed: Annotated[int, typer.Option("--seed", help="Seed of the --sample draw.")] = 0,
+           local: Annotated[bool, typer.Option("--local", help="Grade in this process instead of as Ray tasks.")]
+           = False,
+           ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster (default: "
+                                                           "a local Ray).")] = None,
            store: StoreOption = DEFAULT_STORE) -> None:
-    """Re-grade a run's trajectories with the benchmark's official evaluator (τ²'s ``evaluate_simulation``), print
-    the agreement per domain, record it in the store; exit 1 on any disagreement."""
+    """Re-grade a run's trajectories with the benchmark's official evaluator (τ²'s ``evaluate_simulation``) in
+    parallel on Ray, print the agreement per domain, record it in the store; exit 1 on any disagreement."""
     from ecdysis.verification import verify_run
 
+    artifacts = open_store(store)
+    if artifacts.read_manifest(run) is None and not artifacts.count("trajectories", run_id=run):
+        fail(f"run {run!r} not found in {artifacts.uri}")  # before Ray starts, which takes a while
+    if not local:
+        from ecdysis.ray_env import ensure_ray
+
+        ensure_ray(ray_address)
     try:
-        verification = verify_run(open_store(store), run, sample=sample, seed=seed)
+        verification = verify_run(artifacts, run, sample=sample, seed=seed, parallel=not local)
     except (StoreError, ValueError) as err:
         fail(str(err))
     table = Table(title=f"run {run}: stored grades against {verification.evaluator}")

@@ -84,7 +84,7 @@ def test_verify_agrees_records_it_and_fails_on_a_tampered_grade(scripted_run: tu
     assert "1 of 4 trajectories disagree" in bad.output
     assert "DISAGREES, 3 of 4 trajectories agree" in _cli("runs", "show", run, "--store", str(tampered)).output
 
-    sampled = _cli("verify", run, "--sample", "2", "--store", str(store))
+    sampled = _cli("verify", run, "--sample", "2", "--local", "--store", str(store))  # in this process, not on Ray
     assert sampled.exit_code == 0 and "all 2 trajectories agree" in sampled.output
 
 
