@@ -52,11 +52,17 @@ def _by_benchmark(trajectories: list[Trajectory], what: str) -> dict[str, list[T
     return groups
 
 
-def export_run(store: ArtifactStore, run_id: str, out_dir: Path) -> list[Path]:
-    """Write the run's trajectories in their benchmarks' own results formats under ``out_dir``."""
+def export_run(store: ArtifactStore, run_id: str, out_dir: Path, *, only: tuple[str, ...] | None = None,
+               format_name: str = "native") -> list[Path]:
+    """Write the run's trajectories in their benchmarks' own results formats under ``out_dir``; ``only`` names the
+    benchmarks the requested format covers (None: all)."""
     trajectories = run_trajectories(store, run_id)
     if not trajectories:
         raise ValueError(f"run {run_id!r} has no trajectories to export")
+    other = sorted({t.task.benchmark for t in trajectories} - set(only or {t.task.benchmark for t in trajectories}))
+    if other:
+        raise ValueError(f"run {run_id!r} holds {', '.join(other)} trajectories, which format {format_name!r} does "
+                         f"not cover (it covers {', '.join(only or ())}); use --format native")
     paths: list[Path] = []
     for benchmark, group in sorted(_by_benchmark(trajectories, "ecdysis export").items()):
         paths += adapter(benchmark, "ecdysis export").export(group, out_dir)

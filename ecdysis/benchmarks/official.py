@@ -9,13 +9,18 @@ in ``EVALUATOR``.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ecdysis.records import Trajectory
 
-ADAPTERS: dict[str, str] = {"tau2": "ecdysis.benchmarks.tau2.official"}
+ADAPTERS: dict[str, str] = {
+    "tau2": "ecdysis.benchmarks.tau2.official",
+    "agentbench-db": "ecdysis.benchmarks.agentbench.official",
+    "agentbench-os": "ecdysis.benchmarks.agentbench.official",
+}
 """Registry: benchmark name (``Task.benchmark``) → the module of its official export and evaluator."""
 
 
@@ -58,3 +63,8 @@ def adapter(benchmark: str, what: str) -> OfficialAdapter:
                                 f"evaluator is wired for it); benchmarks with one: {', '.join(ADAPTERS)}")
     module: OfficialAdapter = importlib.import_module(ADAPTERS[benchmark])
     return module
+
+
+def file_slug(text: str) -> str:
+    """``text`` (a model string) as part of a file name."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:60] or "model"

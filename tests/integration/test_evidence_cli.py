@@ -93,13 +93,15 @@ def test_unknown_runs_and_benchmarks_without_an_official_format_are_refused(tmp_
     for command in (["verify", "ghost"], ["export", "ghost", "-o", str(tmp_path / "o")]):
         result = _cli(*command, "--store", str(store))
         assert result.exit_code == 1 and f"run 'ghost' not found in {store}" in result.output
-    os_task = Task(benchmark="agentbench-os", domain="os", task_id="1")
+    desk_task = Task(benchmark="refund-desk", domain="refunds", task_id="1")
     ArtifactStore(store).append("trajectories", [Trajectory(
-        trajectory_id="t", run_id="ab", task=os_task, model="m", harness_hash="h",
+        trajectory_id="t", run_id="ab", task=desk_task, model="m", harness_hash="h",
         termination_reason=TerminationReason.AGENT_STOP)], run_id="ab")
     result = _cli("export", "ab", "-o", str(tmp_path / "o"), "--store", str(store))
-    assert result.exit_code == 1 and "benchmark 'agentbench-os'" in result.output
+    assert result.exit_code == 1 and "benchmark 'refund-desk'" in result.output
     assert not (tmp_path / "o").exists()
+    assert "which format 'tau2' does not cover" in _cli("export", "ab", "--format", "tau2", "-o", "x", "--store",
+                                                       str(store)).output
     assert "unknown format 'csv'" in _cli("export", "ab", "--format", "csv", "-o", "x", "--store", str(store)).output
 
 

@@ -13,12 +13,11 @@ Example::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ecdysis.benchmarks.official import Regrade
+from ecdysis.benchmarks.official import Regrade, file_slug
 from ecdysis.benchmarks.tau2 import transcript
 from ecdysis.benchmarks.tau2.domain import TauDomain
 from ecdysis.records import Trajectory
@@ -70,7 +69,7 @@ def export(trajectories: Iterable[Trajectory], out_dir: Path) -> list[Path]:
     paths = []
     for (domain, phase, round_, model, harness), group in sorted(groups.items()):
         group.sort(key=lambda t: (t.task.task_id, t.trial, t.attempt, t.trajectory_id))
-        path = out_dir / f"{domain}_{phase}_r{round_}_{_slug(model)}_{harness[:12]}.json"
+        path = out_dir / f"{domain}_{phase}_r{round_}_{file_slug(model)}_{harness[:12]}.json"
         results(group, domain=domain).save(path)
         paths.append(path)
     return paths
@@ -102,9 +101,6 @@ def regrade(trajectory: Trajectory) -> Regrade:
             detail = f"COMMUNICATE: ours {ours_comm}, τ²'s {theirs_comm}"
     return Regrade(trajectory.trajectory_id, domain, trajectory.reward, float(theirs.reward), detail)
 
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:60] or "model"
 
 
 def _task_order(tau: TauDomain) -> Any:

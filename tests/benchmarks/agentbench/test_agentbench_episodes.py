@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -199,5 +200,29 @@ def test_eval_on_agentbench_prints_the_same_table(variant: str, tmp_path: Path) 
         assert column in result.output
     rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") > 10}
     assert "1.000" in rows["human"].split("│")[4] and "0.000" in rows["noop"].split("│")[4]
-    [run] = ArtifactStore(tmp_path / "runs").list_runs()
-    assert len(ArtifactStore(tmp_path / "runs").read("trajectories", run_id=run.run_id)) == 2 * 2 * 2
+    store = tmp_path / "runs"
+    [run] = ArtifactStore(store).list_runs()
+    assert len(ArtifactStore(store).read("trajectories", run_id=run.run_id)) == 2 * 2 * 2
+
+    # The run in upstream's output shape, and its grades checked by replaying each trajectory in a fresh environment.
+    out = tmp_path / "export"
+    exported = CliRunner().invoke(app, ["export", run.run_id, "--format", "agentbench", "-o", str(out),
+                                        "--store", str(store)])
+    assert exported.exit_code == 0, exported.output
+    lines = [json.loads(line) for path in sorted(out.glob("*/runs.jsonl")) for line in path.read_text().splitlines()]
+    assert len(lines) == 8 and len(list(out.glob("*/overall.json"))) == 2  # one folder per harness
+    assert sorted(line["output"]["result"]["is_correct"] for line in lines) == [False] * 4 + [True] * 4
+    assert all(item["role"] in ("user", "agent") for line in lines for item in line["output"]["history"])
+    verified = CliRunner().invoke(app, ["verify", run.run_id, "--store", str(store)])
+    assert verified.exit_code == 0, verified.output
+    assert "all 8 trajectories agree" in verified.output
+
+    copy = ArtifactStore(store)
+    rows: list[Trajectory] = copy.read("trajectories", run_id=run.run_id)
+    shutil.rmtree(store / "trajectories")
+    victim = next(t for t in rows if t.reward == 1.0)
+    copy.append("trajectories", [t.model_copy(update={"reward": 0.0}) if t is victim else t for t in rows],
+                run_id=run.run_id, round=0)
+    tampered = CliRunner().invoke(app, ["verify", run.run_id, "--local", "--store", str(store)])
+    assert tampered.exit_code == 1, tampered.output
+    assert f"disagrees {victim.trajectory_id}: reward: ours 0.0, upstream's rules 1.0" in tampered.output
