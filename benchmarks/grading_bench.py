@@ -129,6 +129,37 @@ def run_stored(store_uri: str, run_id: str) -> dict[str, dict[str, dict[str, flo
                     t.termination_reason) for t in trajectories)
 
 
+def eval_mix(n_tasks: int, domains: tuple[str, ...] = ("airline", "retail")) -> dict[str, Any]:
+    """A stored mix: an ``ecdysis eval`` run (process sandboxes, on the running Ray) of the ``mixed`` workload's
+    task model (:func:`ecdysis.benchmarks.tau2.scripted.quirky_agent`: a repeated write everywhere, a slip on a third
+    of the tasks) under the human harness on ``n_tasks`` test tasks per domain, timed by :func:`run_stored`."""
+    import tempfile
+
+    from ecdysis.benchmarks.tau2.config import Tau2Config
+    from ecdysis.evaluation import EvalPlan, run_eval
+    from ecdysis.rollouts import RolloutSettings
+    from ecdysis.sandbox import ProcessSandboxConfig
+    from ecdysis.store import ArtifactStore
+
+    scripted = "scripted/ecdysis.benchmarks.tau2.scripted"
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="grading-mix-") as folder:
+        store = ArtifactStore(folder)
+        for name in domains:
+            plan = EvalPlan(models=[f"{scripted}:quirky_agent"], user_model=f"{scripted}:scripted_user",
+                            benchmark=Tau2Config.model_validate({"domain": name}), n_tasks=n_tasks, trials=1)
+            settings = RolloutSettings(store_uri=folder, sandbox=ProcessSandboxConfig(), workers=2,
+                                       episodes_per_worker=8)
+            run_id, _ = run_eval(plan, store=store, settings=settings)
+            figures.update(run_stored(folder, run_id))
+    return figures
+
+
+def section(n_tasks: int, mix_tasks: int) -> dict[str, Any]:
+    """``make bench``'s grading section: the synthetic trajectories kind by kind, and a stored eval run's own mix."""
+    return {"n_tasks": n_tasks, "synthetic": run(n_tasks), "mix_tasks": mix_tasks, "eval_mix": eval_mix(mix_tasks)}
+
+
 def main(argv: list[str]) -> None:
     if "--run" in argv:
         store = argv[argv.index("--store") + 1] if "--store" in argv else "./runs"

@@ -21,6 +21,8 @@ TARGETS = {
     "cpu": "≤ 0.15 s CPU per rollout with process sandboxes (ours: driver + Ray + workers + sandboxes); ≤ 0.25 s "
            "with Docker (ours + containers + dockerd/containerd)",
     "startup": "≤ 3 s before the first episode of a run (Ray up, workers ready, benchmark loaded)",
+    "grading": "the headline is the replay kind (writes that differ from the gold), never the shortcut or a mix; "
+               "reported, no target",
 }
 
 
@@ -203,6 +205,30 @@ def _startup(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     return lines, total <= 3
 
 
+def _grading(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
+    lines = ["`benchmarks.grading_bench`: CPU time of one grade (`time.process_time`), our trusted grader in a warm "
+             "process against τ²'s `evaluate_simulation` (which reloads its DB for every trajectory). Our grader "
+             "decides the DB match one of three ways: *gold_identical* (the executed writes are the gold writes: no "
+             "replay, the shortcut), *replay* (writes that differ: replayed into a DB clone and hashed), *no_writes* "
+             "(the cached pristine hash). The headline is *replay*: the shortcut's ratio says nothing about grading "
+             "a deviating trajectory, and a mix's ratio is the mix's.", "",
+             f"Synthetic trajectories of the first {fig['n_tasks']} tasks per domain (the gold, the gold with its "
+             "first write changed, every write doubled, the reads alone), and the stored mix of an `ecdysis eval` "
+             f"run of the `mixed` workload's task model on {fig['mix_tasks']} test tasks per domain:", "",
+             "| trajectories | domain | kind | n | ours ms | τ² ms | τ² ÷ ours |", "|---|---|---|---:|---:|---:|---:|"]
+    for label, figures in (("synthetic", fig["synthetic"]), ("eval run", fig["eval_mix"])):
+        for domain, kinds in figures.items():
+            for kind in ("replay", "gold_identical", "no_writes", "all"):
+                row = kinds.get(kind)
+                if row is None:
+                    continue
+                shown = f"**{kind}**" if kind == "replay" else ("mix" if kind == "all" else kind)
+                lines.append(f"| {label} | {domain} | {shown} | {row['trajectories']:.0f} | "
+                             f"{row['ours_cpu_s'] * 1000:.2f} | {row['tau2_cpu_s'] * 1000:.1f} | "
+                             f"{row['speedup']:.1f}× |")
+    return lines, None
+
+
 def _tau2_ratio(run: dict[str, Any]) -> tuple[float | None, float | None]:
     """Our steady rate ÷ τ²'s, and the most any runner could reach: the LLM-bound ideal ÷ τ²'s rate."""
     ours, theirs = run["ours"], run["tau2"]
@@ -327,7 +353,8 @@ def render(report: dict[str, Any]) -> str:
               "2. Rollout throughput vs concurrency", "memory": "3. Memory per concurrent episode",
               "tau2": "4. τ²-bench's own runner, side by side", "sandbox": "5. Sandbox overhead per rollout",
               "cpu": "6. CPU seconds per rollout", "startup": "7. Start-up before the first episode",
-              "agentbench": "8. AgentBench: episodes per minute and CPU"}
+              "agentbench": "8. AgentBench: episodes per minute and CPU",
+              "grading": "9. Grading CPU per trajectory kind, ours and τ²'s evaluator"}
     verdicts: dict[str, bool | None] = {}
     for name, title in titles.items():
         section = sections.get("throughput" if name == "memory" else name)
@@ -349,6 +376,8 @@ def render(report: dict[str, Any]) -> str:
             lines, ok = _startup(fig)
         elif name == "agentbench":
             lines, ok = _agentbench(fig)
+        elif name == "grading":
+            lines, ok = _grading(fig)
         elif name == "tau2":
             lines, ok = _tau2(fig)
         elif name == "sandbox":

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench")
+SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "grading")
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class Sizes:
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
     docker_cpu_episodes: int = 32
+    grading_tasks: int = 22
+    """τ² tasks per domain whose synthetic trajectories (gold, a changed write, doubled writes, reads only) are
+    graded by ours and by τ²'s evaluator."""
+    grading_mix_tasks: int = 20
+    """Test tasks per domain of the stored eval run whose own mix is graded."""
 
 
 FULL = Sizes()
@@ -62,7 +67,7 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
-              docker_cpu_episodes=4)
+              docker_cpu_episodes=4, grading_tasks=2, grading_mix_tasks=2)
 
 
 def machine() -> dict[str, Any]:
@@ -78,7 +83,7 @@ def machine() -> dict[str, Any]:
 
 def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Run the chosen sections; a section that fails records its error instead of stopping the others."""
-    from benchmarks import agentbench_bench, rollout_bench, sandbox_bench, startup_bench, training_bench
+    from benchmarks import agentbench_bench, grading_bench, rollout_bench, sandbox_bench, startup_bench, training_bench
     from benchmarks.preload import start_ray
 
     start_ray()
@@ -99,6 +104,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "agentbench": lambda: agentbench_bench.run(latency_s=sizes.fast_latency_s,
                                                    concurrency=sizes.agentbench_concurrency,
                                                    episodes=sizes.agentbench_episodes),
+        "grading": lambda: grading_bench.section(sizes.grading_tasks, sizes.grading_mix_tasks),
     }
     out: dict[str, Any] = {}
     for name in SECTIONS:

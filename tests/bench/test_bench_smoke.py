@@ -39,7 +39,7 @@ def test_every_section_ran_and_the_report_names_them(quick: tuple[int, dict[str,
     assert set(report["sections"]) == set(SECTIONS)
     assert report["machine"]["cores"] >= 1
     for title in ("1. Training", "2. Rollout throughput", "3. Memory", "4. τ²-bench", "5. Sandbox", "6. CPU",
-                  "7. Start-up", "8. AgentBench", "Raw figures"):
+                  "7. Start-up", "8. AgentBench", "9. Grading", "Raw figures"):
         assert f"## {title}" in text
 
 
@@ -126,6 +126,19 @@ def test_agentbench_figures(quick: tuple[int, dict[str, Any], str]) -> None:
         assert row["endings"] == {"agent_stop": 4}, (variant, row["errors"])
         assert row["episodes_ok"] >= 3, (variant, row["errors"])
         assert _positive(row["episodes_per_min"]) and row["cpu_s_per_episode"]["ours"] > 0
+
+
+def test_grading_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    fig = _figures(quick, "grading")
+    for label in ("synthetic", "eval_mix"):
+        for domain in ("airline", "retail"):
+            kinds = fig[label][domain]
+            assert kinds["all"]["trajectories"] == sum(row["trajectories"] for kind, row in kinds.items()
+                                                       if kind != "all"), (label, domain)
+            for row in kinds.values():
+                assert _positive(row["ours_cpu_s"]) and _positive(row["tau2_cpu_s"]), (label, domain)
+    assert fig["synthetic"]["airline"]["replay"]["trajectories"] > 0  # a changed and a doubled write per task
+    assert fig["eval_mix"]["airline"]["all"]["trajectories"] == 2  # the quick run's 2 test tasks, one trial
 
 
 def test_stub_replies_identify_the_task_from_the_conversation() -> None:
