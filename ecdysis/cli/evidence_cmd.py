@@ -101,6 +101,8 @@ def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train o
         fail(str(err))
     console.print(f"replayed {result.kind} run {run}: {result.trajectories} trajectories, records in "
                   f"{result.replay_store}", highlight=False, soft_wrap=True)
+    for change in result.version_changes:
+        console.print(f"[yellow]note[/] a package changed since the run: {change}", highlight=False)
     for miss in result.cache_misses[:10]:
         console.print(f"[red]cache miss[/] {miss}", highlight=False, soft_wrap=True)
     for difference in result.differences:

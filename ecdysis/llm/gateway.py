@@ -153,7 +153,9 @@ class Gateway:
             what = (f"{role.value} call to {model} (round {ctx.get('round') or 0}, task {ctx.get('task_id') or '-'}, "
                     f"trajectory {ctx.get('trajectory_id') or '-'}, cache key {(key or 'none: not JSON')[:16]}, "
                     f"{len(messages)} messages, last: {str(last)[:80]!r})")
-            error = f"CacheMiss: {what} is not in the response cache of {self.config.replay_from}"
+            error = (f"CacheMiss: {what} is not in the response cache of {self.config.replay_from} (the original "
+                     "run did not cache it, or asked something else here: code or data changed since, or the "
+                     "prompt holds something that varies from run to run)")
             failed = Completion(model=model, latency_s=time.monotonic() - started)
             self._ledger.record(self._record(ctx, role, model, failed, retries=0, error=error))
             raise CacheMiss(error, model=model)

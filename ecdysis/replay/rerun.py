@@ -31,6 +31,8 @@ class ReplayResult(BaseModel):
     """Calls the original run's response cache could not answer, each named (role, model, round, task, key)."""
     differences: list[str] = Field(default_factory=list)
     """The first difference of each failed check (empty: identical)."""
+    version_changes: list[str] = Field(default_factory=list)
+    """Packages whose version differs from the run's (``name: then → now``): the likely cause of a difference."""
 
     @property
     def identical(self) -> bool:
@@ -64,7 +66,15 @@ def replay_run(store: ArtifactStore, run_id: str, *, out_uri: str | None = None,
     misses = [c.error for c in out.read("llm_calls", run_id=run_id) if c.error and c.error.startswith("CacheMiss")]
     return ReplayResult(run_id=run_id, kind=manifest.kind, replay_store=out.uri,
                         trajectories=out.count("trajectories", run_id=run_id), cache_misses=misses,
-                        differences=compare_runs(store, out, run_id))
+                        differences=compare_runs(store, out, run_id), version_changes=_version_changes(manifest))
+
+
+def _version_changes(manifest: RunManifest) -> list[str]:
+    from ecdysis.evaluation import package_versions
+
+    now = package_versions()
+    return [f"{name}: {then} → {now.get(name, 'absent')}" for name, then in sorted(manifest.package_versions.items())
+            if now.get(name, "absent") != then]
 
 
 def _replaying(gateway: Any, store: ArtifactStore) -> Any:
