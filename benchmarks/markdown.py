@@ -196,7 +196,8 @@ def _agentbench(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
 def _startup(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     total = fig["ray_init_s"] + fig["to_first_episode_s"]
     lines = ["`benchmarks.startup_bench`. *Ray up*: `ensure_ray` starting a local Ray in a fresh interpreter "
-             "(median of 3); a command that joins a running cluster (`--ray-address`) does not pay it. *To first "
+             "(the median of `startup_repeats`, 3 in a full run); a command that joins a running cluster "
+             "(`--ray-address`) does not pay it. *To first "
              "episode*: on a running Ray, from asking for a pool of 2 rollout workers (each loads the benchmark, "
              "builds its gateway and sandbox backend) to the first episode's start.", "",
              "| Ray up s | workers ready s | to first episode s | total s |", "|---:|---:|---:|---:|",

@@ -54,6 +54,8 @@ class Sizes:
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
     docker_cpu_episodes: int = 32
+    startup_repeats: int = 3
+    """Fresh interpreters starting a local Ray in section 7 (the median is reported)."""
     grading_tasks: int = 22
     """τ² tasks per domain whose synthetic trajectories (gold, a changed write, doubled writes, reads only) are
     graded by ours and by τ²'s evaluator."""
@@ -67,7 +69,7 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
-              docker_cpu_episodes=4, grading_tasks=2, grading_mix_tasks=2)
+              docker_cpu_episodes=4, startup_repeats=1, grading_tasks=2, grading_mix_tasks=2)
 
 
 def machine() -> dict[str, Any]:
@@ -100,7 +102,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "tau2": lambda: _tau2_side_by_side(sizes, tasks),
         "sandbox": lambda: sandbox_bench.run(sizes.sandbox_n, max_concurrent=sizes.sandbox_concurrent),
         "cpu": lambda: _docker_cpu(sizes, tasks),
-        "startup": lambda: startup_bench.run(),
+        "startup": lambda: startup_bench.run(sizes.startup_repeats),
         "agentbench": lambda: agentbench_bench.run(latency_s=sizes.fast_latency_s,
                                                    concurrency=sizes.agentbench_concurrency,
                                                    episodes=sizes.agentbench_episodes),
