@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ecdysis.records import (
+    EventKind,
     FailureRecord,
     ModificationSpec,
     Record,
@@ -278,4 +279,13 @@ class CodingAgent(Protocol):
 
     def apply(self, spec: ModificationSpec, bundle_dir: Path, *, run_id: str, round: int) -> Path:
         """Edits ``bundle_dir`` (already a private copy) in place and returns it."""
+        ...
+
+
+class EventSink(Protocol):
+    """Where a training run publishes its progress events (:class:`ecdysis.events.EventLog`)."""
+
+    def emit(self, kind: EventKind, **fields: Any) -> Any:
+        """Record one event; ``fields`` are those of :class:`~ecdysis.records.RunEvent` (round, phase, counters,
+        payload). Never raises into the run."""
         ...

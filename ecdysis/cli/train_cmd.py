@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -83,8 +83,8 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
                   f"models {', '.join(cfg.models.task)} · store {cfg.storage.uri}", highlight=False)
     driver = start_driver(cfg, method=chosen, run_id=run_id)
     try:
-        with console.status("rounds running on the driver actor (evaluate → diagnose → code → validate → decide)"):
-            outcome = ray.get(driver.run.remote(resume=resume is not None, evaluate_heldout=heldout))
+        outcome = ray.get(_watch_driver(cfg, run_id, driver.run.remote(resume=resume is not None,
+                                                                       evaluate_heldout=heldout)))
     except ray.exceptions.RayTaskError as err:
         cause = err.as_instanceof_cause()
         if isinstance(cause, BudgetExceeded):
@@ -114,3 +114,15 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
                   f"{outcome.run_id} --store {cfg.storage.uri}` or `ecdysis report {outcome.run_id} -o report.html "
                   f"--store {cfg.storage.uri}`", highlight=False, soft_wrap=True)
     return outcome
+
+
+def _watch_driver(cfg: RunConfig, run_id: str, ref: Any) -> Any:
+    """Render the run's events (read back from the store) while the driver works; returns ``ref`` once done."""
+    import ray
+
+    from ecdysis.cli.progress import follow, make_view
+    from ecdysis.store import ArtifactStore
+
+    follow(ArtifactStore(cfg.storage.uri), run_id, make_view(console),
+           until=lambda: bool(ray.wait([ref], timeout=0)[0]), interval_s=1.0)
+    return ref
