@@ -202,19 +202,12 @@ class TrainingDriver:
 
 def mlflow_mirror(config: RunConfig, store: Any, run_id: str, *, warn: Any = None) -> Any:
     """The run's MLflow mirror when ``tracking.mlflow`` is configured, else None; its one warning (server down,
-    mlflow not installed) goes to ``warn`` as well as to Python's warnings."""
+    mlflow not installed) goes to ``warn`` (the driver publishes it as a ``warning`` event)."""
     if config.tracking.mlflow is None:
         return None
-    import warnings
-
     from ecdysis.tracking.mlflow_export import MlflowMirror
 
-    def both(message: str) -> None:
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-        if warn is not None:
-            warn(message)
-
-    return MlflowMirror(store, run_id, config.tracking.mlflow, warn=both)
+    return MlflowMirror(store, run_id, config.tracking.mlflow, warn=warn)
 
 
 def default_run_id(config: RunConfig, method: str) -> str:
