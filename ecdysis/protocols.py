@@ -23,6 +23,7 @@ from ecdysis.records import (
     EventKind,
     FailureRecord,
     ModificationSpec,
+    Phase,
     Record,
     Role,
     Task,
@@ -285,7 +286,8 @@ class CodingAgent(Protocol):
 class EventSink(Protocol):
     """Where a training run publishes its progress events (:class:`ecdysis.events.EventLog`)."""
 
-    def emit(self, kind: EventKind, **fields: Any) -> Any:
-        """Record one event; ``fields`` are those of :class:`~ecdysis.records.RunEvent` (round, phase, counters,
-        payload). Never raises into the run."""
+    def emit(self, kind: EventKind, *, round: int | None = None, phase: Phase | None = None, done: int = 0,
+             total: int = 0, failures: int = 0, tokens: int = 0, cost_usd: float = 0.0, role: Role | None = None,
+             payload: dict[str, Any] | None = None) -> Any:
+        """Record one event (the fields of :class:`~ecdysis.records.RunEvent`); never raises into the run."""
         ...

@@ -20,7 +20,7 @@ from ecdysis.events import EventLog
 from ecdysis.events.episodes import EvaluationReporter
 from ecdysis.events.log import DEFAULT_FLUSH_S, DEFAULT_HEARTBEAT_S
 from ecdysis.metrics import EvalSummary
-from ecdysis.records import EventKind, Phase, RoundResult, RunManifest, Task, stable_hash, utc_now
+from ecdysis.records import EventKind, LLMCallRecord, Phase, RoundResult, RunManifest, Task, stable_hash, utc_now
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 
 
@@ -108,9 +108,12 @@ class TrainingDriver:
         if mirror is not None:
             mirror.start()
         llm = Gateway(cfg.llm, store=store, context={"run_id": self.run_id})
-        llm.subscribe(lambda call: events.emit(EventKind.LLM_TURN, role=call.role, tokens=call.tokens.total,
-                                               cost_usd=call.cost_usd or 0.0,
-                                               payload={"model": call.model, "cache_hit": call.cache_hit}))
+
+        def llm_turn(call: LLMCallRecord) -> None:
+            events.emit(EventKind.LLM_TURN, role=call.role, tokens=call.tokens.total, cost_usd=call.cost_usd or 0.0,
+                        payload={"model": call.model, "cache_hit": call.cache_hit})
+
+        llm.subscribe(llm_turn)
         backend = make_backend(cfg.sandbox)
         settings = rollout_settings(cfg)
         pool = RolloutPool(settings, store=store)

@@ -89,8 +89,8 @@ def describe(event: RunEvent, state: RunState) -> str | None:
         step = f" {event.done + 1}/{event.total}" if event.total > 1 else ""
         return f"{r} {p}{step}: started"
     if event.kind == EventKind.EPISODE:
-        step = max(1, event.total // 10)
-        if event.done % step == 0 or event.done == event.total:
+        every = max(1, event.total // 10)
+        if event.done % every == 0 or event.done == event.total:
             return f"{r} {p}: {event.done}/{event.total} episodes, {event.failures} failures so far"
         return None
     if event.kind == EventKind.PHASE_ENDED:

@@ -6,6 +6,6 @@ The store is the only channel: ``ecdysis train`` renders the events of its own r
 """
 
 from ecdysis.events.follow import EventFollower, Liveness, liveness
-from ecdysis.events.log import EventLog, NullEvents
+from ecdysis.events.log import EventLog
 
-__all__ = ["EventFollower", "EventLog", "Liveness", "NullEvents", "liveness"]
+__all__ = ["EventFollower", "EventLog", "Liveness", "liveness"]

@@ -66,10 +66,9 @@ def liveness(store: Any, run_id: str, *, now: datetime | None = None) -> Livenes
     for e in events:
         if e.kind in (EventKind.HEARTBEAT, EventKind.RUN_STARTED) and isinstance(e.payload.get("interval_s"),
                                                                                 int | float):
-            interval = float(e.payload["interval_s"])  # type: ignore[arg-type]
-    status = manifest.status if manifest is not None else "running"
-    if status != "running":
-        return Liveness(status, last, interval)
+            interval = float(e.payload["interval_s"] or 0.0) or DEFAULT_HEARTBEAT_S
+    if manifest is not None and manifest.status != "running":
+        return Liveness(manifest.status, last, interval)
     if any(e.kind == EventKind.RUN_FINISHED for e in events):
         return Liveness("finished", last, interval)
     if any(e.kind == EventKind.RUN_FAILED for e in events):

@@ -17,13 +17,6 @@ MAX_BUFFER = 100_000
 """Events kept while the store refuses writes; older ones are dropped beyond this (progress, never evidence)."""
 
 
-class NullEvents:
-    """An event sink that drops everything (a loop run without a log)."""
-
-    def emit(self, kind: EventKind, **fields: Any) -> None:
-        """Drop the event."""
-
-
 class EventLog:
     """Buffers a run's events and appends them to ``store``'s ``events`` dataset in batches: every ``flush_s``
     seconds, or as soon as ``flush_every`` events wait. A background thread also emits a heartbeat every
