@@ -207,11 +207,12 @@ def make_view(console: Console) -> PlainView | RichView:
 
 
 def follow(store: Any, run_id: str, view: PlainView | RichView, *, until: Callable[[], bool] | None = None,
-           interval_s: float = 1.0) -> str:
-    """Render ``run_id``'s events until the run ends (``finished``/``failed``/``stopped``), ``until()`` says so
-    (returns ``done``), or the run died: its manifest says running but no event came for
-    :data:`~ecdysis.events.follow.MISSED_HEARTBEATS` heartbeat intervals (returns ``died``)."""
-    follower = EventFollower(store, run_id)
+           interval_s: float = 1.0, follower: EventFollower | None = None) -> str:
+    """Render ``run_id``'s events (those ``follower`` has not seen: by default all of them) until the run ends
+    (``finished``/``failed``/``stopped``), ``until()`` says so (returns ``done``), or the run died: its manifest
+    says running but no event came for :data:`~ecdysis.events.follow.MISSED_HEARTBEATS` heartbeat intervals
+    (returns ``died``)."""
+    follower = follower or EventFollower(store, run_id)
     started = utc_now()
     with view:
         while True:

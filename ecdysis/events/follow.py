@@ -23,10 +23,11 @@ class EventFollower:
             print(event.kind, event.phase, event.done, event.total)
     """
 
-    def __init__(self, store: Any, run_id: str) -> None:
+    def __init__(self, store: Any, run_id: str, *, only_new: bool = False) -> None:
         self.store = store
         self.run_id = run_id
-        self._seen: set[str] = set()
+        self._seen: set[str] = set(store.list_batches("events", run_id=run_id)) if only_new else set()
+        """Files already read (with ``only_new``: also those there before, e.g. a resumed run's earlier events)."""
 
     def poll(self) -> list[RunEvent]:
         """Events written since the last poll, in emission order."""

@@ -87,7 +87,7 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             outputs = {"live": _finish(live), "watch": _finish(watch), "dead": _finish(dead)}
             yield {"uri": uri, "dead_uri": dead_uri, "outputs": outputs, "live": live_store, "dead": dead_store,
                    "live_run": live_store.list_runs()[0].run_id, "dead_run": dead_store.list_runs()[0].run_id,
-                   "root": root}
+                   "root": root, "address": address}
     finally:
         cluster.shutdown()
 
@@ -235,8 +235,11 @@ def test_a_dead_tracking_server_warns_once_and_the_run_is_exported_later(tracked
                                "--uri", tracked["uri"]], capture_output=True, text=True, timeout=180)
     assert exported.returncode == 0, exported.stdout + exported.stderr
     _check_mirrored(tracked["uri"], store, run_id, heldout=False)
-    # Exporting again continues the same MLflow run and logs no round twice.
-    again = subprocess.run([ECDYSIS, "runs", "export-mlflow", run_id, "--store", str(tracked["root"] / "dead"),
-                            "--uri", tracked["uri"], "--no-report"], capture_output=True, text=True, timeout=180)
-    assert again.returncode == 0, again.stdout + again.stderr
+    # Resuming the run, now tracked to the live server, continues the same MLflow run and logs no round twice.
+    config = _config(tracked["root"], "resume", tracked["uri"])
+    resumed = subprocess.run([ECDYSIS, "train", str(config), "--store", str(tracked["root"] / "dead"), "--resume",
+                              run_id, "--no-heldout", "--ray-address", tracked["address"]],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "MLflow tracking" not in resumed.stdout
     _check_mirrored(tracked["uri"], store, run_id, heldout=False)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from ecdysis.cli.progress import PlainView, RichView, make_view
@@ -134,3 +135,17 @@ def test_the_rich_view_shows_bars_per_phase() -> None:
     assert "round 0 diagnosis · analyst 1, critic 1" in out
     assert "round 0 decision: rolled back" in out
     assert "total 290 tok" in out
+
+
+@pytest.mark.s3
+def test_events_are_followed_from_an_s3_store(s3_bucket: str) -> None:
+    store = ArtifactStore(f"s3://{s3_bucket}/runs")
+    store.write_manifest(RunManifest(run_id="r6", status="running"))
+    log = EventLog(store, "r6", flush_s=60, heartbeat_s=60)
+    follower = EventFollower(ArtifactStore(f"s3://{s3_bucket}/runs"), "r6")  # a watcher on another machine
+    log.emit(EventKind.RUN_STARTED, round=0, payload={"interval_s": 60.0})
+    log.flush()
+    log.emit(EventKind.RUN_FINISHED)
+    log.close()
+    assert [e.kind for e in follower.poll()] == [EventKind.RUN_STARTED, EventKind.RUN_FINISHED]
+    assert liveness(store, "r6").state == "finished"
