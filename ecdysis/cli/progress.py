@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
+from rich.progress import Progress
+from rich.text import Text
 
 from ecdysis.events import EventFollower
 from ecdysis.events.follow import MISSED_HEARTBEATS
@@ -150,7 +152,6 @@ class RichView:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
-            Progress,
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
@@ -158,11 +159,10 @@ class RichView:
 
         self.console = console
         self.state = RunState()
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
-                                 transient=False)
+        self.progress = _UsageProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                                       transient=False)
         self._tasks: dict[tuple[int, str], Any] = {}
-        self._usage = self.progress.add_task("tokens: none yet", total=None, start=False)
 
     def handle(self, event: RunEvent) -> None:
         """Fold one event into the display."""
@@ -184,14 +184,19 @@ class RichView:
                 self.progress.update(self._tasks[current],
                                      description=f"round {current[0]} {current[1]} · {self.state.turns_text()}")
         elif event.kind == EventKind.PHASE_ENDED and key in self._tasks:
-            self.progress.update(self._tasks[key], completed=event.done,
-                                 description=f"{label} · " + (f"{event.failures} failures" if event.phase in
-                                                              _EPISODE_PHASES else self.state.turns_text()))
+            if event.phase in _EPISODE_PHASES:
+                note = f" · {event.failures} failures"
+            elif event.phase in (Phase.DIAGNOSIS, Phase.CODING):
+                note = f" · {self.state.turns_text()}"
+            else:
+                note = f" · {event.payload['problem']}" if event.payload.get("problem") else ""
+            self.progress.update(self._tasks[key], completed=event.done, description=f"{label}{note}"[:100])
         else:
             line = describe(event, self.state)
             if line is not None and event.kind not in (EventKind.EPISODE, EventKind.PHASE_STARTED):
                 self.progress.console.print(escape(line), highlight=False, soft_wrap=True)
-        self.progress.update(self._usage, description=self.state.usage_line())
+        self.progress.usage = self.state.usage_line()
+        self.progress.refresh()
 
     def __enter__(self) -> RichView:
         self.progress.start()
@@ -199,6 +204,16 @@ class RichView:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+
+class _UsageProgress(Progress):
+    """A progress display with the running tokens and cost by role on a line below the bars."""
+
+    usage = "tokens: none yet"
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        yield Text(self.usage)
 
 
 def make_view(console: Console) -> PlainView | RichView:
