@@ -144,12 +144,15 @@ def test_runs_watch_follows_the_run_from_another_process(tracked: dict[str, Any]
 def test_runs_show_tells_finished_from_died(tracked: dict[str, Any], tmp_path: Path) -> None:
     from datetime import timedelta
 
+    from typer.testing import CliRunner
+
+    from ecdysis.cli.main import app
     from ecdysis.records import RunManifest, utc_now
 
-    shown = subprocess.run([ECDYSIS, "runs", "show", tracked["live_run"], "--store", str(tracked["root"] / "live")],
-                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    assert shown.returncode == 0 and "state: finished" in shown.stdout, shown.stdout + shown.stderr
-    assert "events" in shown.stdout
+    runner = CliRunner()
+    shown = runner.invoke(app, ["runs", "show", tracked["live_run"], "--store", str(tracked["root"] / "live")])
+    assert shown.exit_code == 0 and "state: finished" in shown.output, shown.output
+    assert "events" in shown.output
 
     # A run whose manifest still says running and whose last heartbeat is long gone: died.
     store = ArtifactStore(tmp_path / "store")
@@ -157,12 +160,10 @@ def test_runs_show_tells_finished_from_died(tracked: dict[str, Any], tmp_path: P
     old = utc_now() - timedelta(minutes=5)
     store.append("events", [RunEvent(event_id="e1", run_id="gone", kind=EventKind.HEARTBEAT, time=old,
                                      payload={"interval_s": 10.0})], run_id="gone")
-    shown = subprocess.run([ECDYSIS, "runs", "show", "gone", "--store", str(tmp_path / "store")],
-                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    assert shown.returncode == 0 and "state: died" in shown.stdout, shown.stdout + shown.stderr
-    watched = subprocess.run([ECDYSIS, "runs", "watch", "gone", "--store", str(tmp_path / "store")],
-                             capture_output=True, text=True, timeout=120)
-    assert watched.returncode == 1 and "run gone died" in watched.stderr
+    shown = runner.invoke(app, ["runs", "show", "gone", "--store", str(tmp_path / "store")])
+    assert shown.exit_code == 0 and "state: died" in shown.output, shown.output
+    watched = runner.invoke(app, ["runs", "watch", "gone", "--store", str(tmp_path / "store")])
+    assert watched.exit_code == 1 and "run gone died" in watched.output
 
 
 def _mlflow_runs(uri: str, run_id: str) -> tuple[Any, list[Any]]:
