@@ -123,14 +123,13 @@ def export_mlflow(run: Annotated[str, typer.Argument(help="Run id.")], store: St
     if not chosen:
         fail("--uri is required: the run's config has no tracking.mlflow.uri")
     config = MlflowConfig(uri=chosen, experiment=experiment or configured.get("experiment") or "ecdysis")
-    mirror = MlflowMirror(artifacts, run, config)
     try:
-        mirror.export(report=report)
+        mlflow_run = MlflowMirror(artifacts, run, config).export(report=report)
     except TrackingUnavailable as err:
         fail(str(err))
     except Exception as err:
         fail(f"export of run {run} to MLflow at {chosen} failed: {type(err).__name__}: {err}")
-    console.print(f"exported run {run} to MLflow at {chosen} (run id {mirror.start()})", highlight=False)
+    console.print(f"exported run {run} to MLflow at {chosen} (MLflow run {mlflow_run})", highlight=False)
 
 
 def _print_manifest(run: str, manifest: RunManifest | None) -> None:

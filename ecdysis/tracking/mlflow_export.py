@@ -76,15 +76,15 @@ class MlflowMirror:
         """Log held-out metrics per model and the HTML report, and end the MLflow run with the run's status."""
         self._safely(lambda: self._finish(report))
 
-    def export(self, *, report: bool = True) -> bool:
-        """Replay the whole stored run; True when everything was logged (errors raise here, for the CLI)."""
+    def export(self, *, report: bool = True) -> str:
+        """Replay the whole stored run and return the MLflow run id; errors raise here (for the CLI)."""
         self._start()
         rounds = sorted((r for r in self.store.read("rounds", run_id=self.run_id) if isinstance(r, RoundResult)),
                         key=lambda r: r.round)
         for result in rounds:
             self._log_round(result)
         self._finish(report)
-        return True
+        return self._start()
 
     def _safely(self, action: Callable[[], Any]) -> Any:
         if not self.enabled:
@@ -137,10 +137,8 @@ class MlflowMirror:
     def _log_round(self, result: RoundResult) -> None:
         from mlflow.entities import Metric
 
-        state = self._state if self._state is not None else None
-        if state is None:
-            self._start()
-            state = self._state
+        self._start()
+        state = self._state
         assert state is not None
         key = str(result.round)
         if key in state["rounds"]:
