@@ -53,12 +53,24 @@ def demo_command(
         import ray
 
         ray.shutdown()  # the model part's Ray must start after the local model server exports its address
-        run_ids.append(model_part(store).run_id)
+        real = model_part(store)
+        run_ids.append(real.run_id)
+        console.print(closing_note(real), highlight=False)
     from ecdysis.report import write_report
     from ecdysis.store import ArtifactStore
 
     path = write_report(ArtifactStore(uri), run_ids, report)
     console.print(f"[bold]HTML report of the demo's {len(run_ids)} run(s):[/] {path.resolve()}", highlight=False)
+
+
+def closing_note(outcome: TrainingOutcome) -> str:
+    """What the real-model run showed, in one line: did the score rise above 0, was a round accepted."""
+    first = outcome.rounds[0].base_score if outcome.rounds else 0.0
+    accepted = [r.round for r in outcome.rounds if r.accepted]
+    score = (f"the training score rose from {first:.2f} to {outcome.final_train_score:.2f}"
+             if outcome.final_train_score > 0 else "the training score stayed at 0")
+    rounds = f"round(s) {', '.join(map(str, accepted))} accepted" if accepted else "no round was accepted"
+    return f"real-model run {outcome.run_id}: {score}; {rounds}."
 
 
 def outcome_store(store: str | None) -> str:
