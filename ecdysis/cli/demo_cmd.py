@@ -67,8 +67,11 @@ def closing_note(outcome: TrainingOutcome) -> str:
     """What the real-model run showed, in one line: did the score rise above 0, was a round accepted."""
     first = outcome.rounds[0].base_score if outcome.rounds else 0.0
     accepted = [r.round for r in outcome.rounds if r.accepted]
-    score = (f"the training score rose from {first:.2f} to {outcome.final_train_score:.2f}"
-             if outcome.final_train_score > 0 else "the training score stayed at 0")
+    final = outcome.final_train_score
+    if final > first:
+        score = f"the training score rose from {first:.2f} to {final:.2f}"
+    else:
+        score = "the training score stayed at 0" if final == 0 else f"the training score stayed at {final:.2f}"
     rounds = f"round(s) {', '.join(map(str, accepted))} accepted" if accepted else "no round was accepted"
     return f"real-model run {outcome.run_id}: {score}; {rounds}."
 

@@ -18,3 +18,4 @@ def test_the_closing_note_is_honest_about_a_small_model() -> None:
                                                        "was accepted.")
     assert closing_note(_outcome(0.0, 0.5, True)) == ("real-model run r: the training score rose from 0.00 to 0.50; "
                                                       "round(s) 0 accepted.")
+    assert closing_note(_outcome(0.25, 0.25, False)).startswith("real-model run r: the training score stayed at 0.25;")
