@@ -11,6 +11,8 @@ from ecdysis.records import EventKind, RunEvent, utc_now
 
 MISSED_HEARTBEATS = 3
 """A running run whose last event is older than this many heartbeat intervals is reported as died."""
+NEWEST_FILES = 3
+"""How many of a run's newest event files :func:`liveness` reads."""
 
 
 class EventFollower:
@@ -61,7 +63,9 @@ def liveness(store: Any, run_id: str, *, now: datetime | None = None) -> Livenes
     :data:`MISSED_HEARTBEATS` heartbeat intervals). Runs written before the event log existed are ``unknown``
     while their manifest says running."""
     manifest = store.read_manifest(run_id)
-    events = store.read("events", run_id=run_id)
+    # Files are named by the time of their first event: the newest few say all this needs, even on a long run.
+    keys = sorted(store.list_batches("events", run_id=run_id), key=lambda key: key.rsplit("/", 1)[-1])
+    events = [e for key in keys[-NEWEST_FILES:] for e in store.read_batch("events", key)]
     last = max((e.time for e in events), default=None)
     interval = DEFAULT_HEARTBEAT_S
     for e in events:
