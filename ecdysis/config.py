@@ -23,6 +23,7 @@ from ecdysis.coders import BuiltinCoderConfig, CoderConfig, as_section
 from ecdysis.llm.config import GatewayConfig
 from ecdysis.records import stable_hash
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
+from ecdysis.tracking.config import TrackingConfig
 
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -162,6 +163,8 @@ class RunConfig(Section):
     """LLM gateway: response cache, retries, timeouts, per-model settings, budgets (max_usd, max_tokens)."""
     rollouts: RolloutsConfig = Field(default_factory=lambda: RolloutsConfig())
     """Parallel rollouts on Ray."""
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    """Experiment trackers mirroring the run, e.g. ``{mlflow: {uri: http://127.0.0.1:5000}}``."""
 
     @field_validator("run_name")
     @classmethod
@@ -179,7 +182,7 @@ class RunConfig(Section):
 
     def config_hash(self) -> str:
         """sha256 of the canonical JSON of this config (for :class:`~ecdysis.records.RunManifest`)."""
-        return stable_hash(self.model_dump(mode="json"))
+        return stable_hash(self.model_dump(mode="json", exclude={"tracking"}))
 
 
 def parse_config(data: Any, source: str = "<config>") -> RunConfig:

@@ -20,8 +20,10 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ecdysis.records import (
+    EventKind,
     FailureRecord,
     ModificationSpec,
+    Phase,
     Record,
     Role,
     Task,
@@ -278,4 +280,14 @@ class CodingAgent(Protocol):
 
     def apply(self, spec: ModificationSpec, bundle_dir: Path, *, run_id: str, round: int) -> Path:
         """Edits ``bundle_dir`` (already a private copy) in place and returns it."""
+        ...
+
+
+class EventSink(Protocol):
+    """Where a training run publishes its progress events (:class:`ecdysis.events.EventLog`)."""
+
+    def emit(self, kind: EventKind, *, round: int | None = None, phase: Phase | None = None, done: int = 0,
+             total: int = 0, failures: int = 0, tokens: int = 0, cost_usd: float = 0.0, role: Role | None = None,
+             payload: dict[str, Any] | None = None) -> Any:
+        """Record one event (the fields of :class:`~ecdysis.records.RunEvent`); never raises into the run."""
         ...

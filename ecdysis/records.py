@@ -307,6 +307,58 @@ class RunManifest(Record):
     note: str = ""
 
 
+class EventKind(StrEnum):
+    """What a run event reports. Closed vocabulary; stored as its string value."""
+
+    RUN_STARTED = "run_started"
+    RUN_FINISHED = "run_finished"
+    RUN_FAILED = "run_failed"
+    PHASE_STARTED = "phase_started"
+    PHASE_ENDED = "phase_ended"
+    EPISODE = "episode"
+    """One finished episode (``done``/``total`` of its phase, ``failures`` so far, its tokens and cost)."""
+    LLM_TURN = "llm_turn"
+    """One LLM call of the driver (a diagnosis or FDCR role, the coding agent): ``role``, tokens and cost."""
+    DECISION = "decision"
+    BUDGET_WARNING = "budget_warning"
+    RETRY = "retry"
+    WARNING = "warning"
+    """Something a person should know that does not stop the run (e.g. a tracking server that is down)."""
+    HEARTBEAT = "heartbeat"
+
+
+class Phase(StrEnum):
+    """The phases of a training run that events name."""
+
+    EVALUATION = "evaluation"
+    DIAGNOSIS = "diagnosis"
+    CODING = "coding"
+    VALIDATION = "validation"
+    CANDIDATE_EVALUATION = "candidate_evaluation"
+    HELDOUT = "heldout"
+
+
+class RunEvent(Record):
+    """One entry of a run's event log (the ``events`` dataset): progress a watcher renders, never evidence."""
+
+    event_id: str
+    run_id: str
+    round: int = 0
+    seq: int = 0
+    """Order of emission within one driver process (ties of ``time``)."""
+    kind: EventKind
+    phase: Phase | None = None
+    time: datetime = Field(default_factory=utc_now)
+    done: int = 0
+    total: int = 0
+    failures: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    role: Role | None = None
+    payload: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    """A few scalars (a decision's scores and note, a retry's reason, the heartbeat interval)."""
+
+
 class Verification(Record):
     """A run's trajectories re-graded by the benchmark's official evaluator (``ecdysis verify``)."""
 

@@ -21,6 +21,7 @@ from ecdysis.records import (
     ModificationSpec,
     Record,
     RoundResult,
+    RunEvent,
     Trajectory,
 )
 
@@ -231,8 +232,30 @@ HARNESS_VERSIONS = _dataset(
     ],
 )
 
+EVENTS = _dataset(
+    "events",
+    RunEvent,
+    [
+        ("event_id", pa.string()),
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("seq", pa.int64()),
+        ("kind", pa.string()),
+        ("phase", pa.string()),
+        ("time", TS),
+        ("done", pa.int32()),
+        ("total", pa.int32()),
+        ("failures", pa.int32()),
+        ("tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("role", pa.string()),
+        ("payload", pa.string()),
+    ],
+    json_columns=["payload"],
+)
+
 DATASETS: dict[str, Dataset] = {
-    d.name: d for d in (TRAJECTORIES, FAILURES, LLM_CALLS, ROUNDS, SPECS, HARNESS_VERSIONS)
+    d.name: d for d in (TRAJECTORIES, FAILURES, LLM_CALLS, ROUNDS, SPECS, HARNESS_VERSIONS, EVENTS)
 }
 
 

@@ -16,8 +16,11 @@ from pydantic import BaseModel
 
 from ecdysis.benchmarks import build
 from ecdysis.config import RunConfig
+from ecdysis.events import EventLog
+from ecdysis.events.episodes import EvaluationReporter
+from ecdysis.events.log import DEFAULT_FLUSH_S, DEFAULT_HEARTBEAT_S
 from ecdysis.metrics import EvalSummary
-from ecdysis.records import RoundResult, RunManifest, Task, stable_hash, utc_now
+from ecdysis.records import EventKind, LLMCallRecord, Phase, RoundResult, RunManifest, Task, stable_hash, utc_now
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 
 
@@ -65,10 +68,13 @@ class TrainingDriver:
         outcome = driver.run()
     """
 
-    def __init__(self, config: RunConfig, *, method: str, run_id: str, workspace: str | None = None) -> None:
+    def __init__(self, config: RunConfig, *, method: str, run_id: str, workspace: str | None = None,
+                 heartbeat_s: float = DEFAULT_HEARTBEAT_S, flush_s: float = DEFAULT_FLUSH_S) -> None:
         self.config = config
         self.method = method
         self.run_id = run_id
+        self.heartbeat_s = heartbeat_s
+        self.flush_s = flush_s
         self.workspace = Path(workspace or tempfile.mkdtemp(prefix="ecdysis-train-"))
 
     def run(self, *, resume: bool = False, evaluate_heldout: bool = True) -> TrainingOutcome:
@@ -93,7 +99,21 @@ class TrainingDriver:
                 note=f"train={len(train)} test={len(test)} tasks",
             )
             store.write_manifest(manifest)
+        events = EventLog(store, self.run_id, flush_s=self.flush_s, heartbeat_s=self.heartbeat_s).start()
+        events.emit(EventKind.RUN_STARTED, round=0, total=len(train), payload={
+            "interval_s": self.heartbeat_s, "method": self.method, "resume": resume,
+            "max_rounds": cfg.training.max_rounds, "train_tasks": len(train), "test_tasks": len(test)})
+        mirror = mlflow_mirror(cfg, store, self.run_id,
+                               warn=lambda message: events.emit(EventKind.WARNING, payload={"message": message}))
+        if mirror is not None:
+            mirror.start()
         llm = Gateway(cfg.llm, store=store, context={"run_id": self.run_id})
+
+        def llm_turn(call: LLMCallRecord) -> None:
+            events.emit(EventKind.LLM_TURN, role=call.role, tokens=call.tokens.total, cost_usd=call.cost_usd or 0.0,
+                        payload={"model": call.model, "cache_hit": call.cache_hit})
+
+        llm.subscribe(llm_turn)
         backend = make_backend(cfg.sandbox)
         settings = rollout_settings(cfg)
         pool = RolloutPool(settings, store=store)
@@ -104,6 +124,13 @@ class TrainingDriver:
 
         pool.extra_usage = driver_usage  # diagnosis and coding count against the run's budget too
 
+        def spent() -> tuple[float, float]:
+            tokens, usd = driver_usage()
+            return tokens + pool.spent["tokens"], usd + pool.spent["cost_usd"]
+
+        reporter = EvaluationReporter(events, threshold=cfg.training.failure_threshold, spent=spent,
+                                      max_tokens=cfg.llm.max_tokens, max_usd=cfg.llm.max_usd)
+
         def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Any]:
             requests = []
             for model in cfg.models.task:
@@ -111,7 +138,13 @@ class TrainingDriver:
                                              user_model=cfg.models.user, trials=cfg.rollouts.train_trials,
                                              run_id=self.run_id, round=round_, phase=phase, settings=settings,
                                              seed=cfg.seed)
-            return pool.evaluate(requests)
+            which = Phase.EVALUATION if phase == "base" else Phase.CANDIDATE_EVALUATION
+            return reporter.evaluate(pool, requests, round_=round_, phase=which)
+
+        def on_round(result: RoundResult) -> None:
+            events.flush()  # the round's episode and LLM-turn events are in the store before the mirror reads them
+            if mirror is not None:
+                mirror.log_round(result)
 
         parts = DiagnoserParts(llm=llm, model=cfg.models.diagnoser,
                                prompt_budget_chars=cfg.training.prompt_budget_chars, store=store,
@@ -122,7 +155,7 @@ class TrainingDriver:
                          max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
                          workspace=self.workspace, write_trajectories=False),
             store, llm, backend, evaluate, method(self.method).diagnoser(parts),
-            cfg.training.coder.build(llm, cfg.models.coder, backend),
+            cfg.training.coder.build(llm, cfg.models.coder, backend), events=events, on_round=on_round,
         )
         stopped: str | None = None
         try:
@@ -132,6 +165,7 @@ class TrainingDriver:
                 stopped = f"budget exceeded: {exc}"
                 store.write_manifest(manifest.model_copy(update={"status": "stopped", "note": stopped,
                                                                  "finished_at": utc_now()}))
+                events.emit(EventKind.RUN_FAILED, payload={"status": "stopped", "error": stopped[:500]})
                 raise
             heldout: list[EvalSummary] = []
             if evaluate_heldout and test:
@@ -141,20 +175,42 @@ class TrainingDriver:
                                                 model=model, user_model=cfg.models.user, trials=cfg.benchmark.trials,
                                                 run_id=self.run_id, round=len(result.rounds), phase="eval",
                                                 settings=settings, seed=cfg.seed)
-                    heldout.append(summarize(pool.evaluate(requests), harness=result.final_hash[:12], model=model,
+                    done = reporter.evaluate(pool, requests, round_=len(result.rounds), phase=Phase.HELDOUT)
+                    heldout.append(summarize(done, harness=result.final_hash[:12], model=model,
                                              k=cfg.benchmark.trials))
             store.write_manifest(manifest.model_copy(update={
                 "status": "finished", "finished_at": utc_now(), "final_harness_hash": result.final_hash}))
+            events.emit(EventKind.RUN_FINISHED, payload={"final_score": result.final_score,
+                                                         "final_hash": result.final_hash})
+            events.flush()
+            if mirror is not None:
+                mirror.finish()
             rounds = [r for r in store.read("rounds", run_id=self.run_id) if isinstance(r, RoundResult)]
             return TrainingOutcome(
                 run_id=self.run_id, method=self.method, initial_hash=result.initial_hash,
                 final_hash=result.final_hash, final_train_score=result.final_score,
                 rounds=sorted(rounds, key=lambda r: r.round), heldout=heldout, stopped_reason=stopped,
             )
+        except Exception as exc:
+            if not isinstance(exc, BudgetExceeded):
+                events.emit(EventKind.RUN_FAILED, payload={"status": "failed",
+                                                           "error": f"{type(exc).__name__}: {exc}"[:500]})
+            raise
         finally:
+            events.close()
             llm.close()
             pool.close()
             backend.shutdown()
+
+
+def mlflow_mirror(config: RunConfig, store: Any, run_id: str, *, warn: Any = None) -> Any:
+    """The run's MLflow mirror when ``tracking.mlflow`` is configured, else None; its one warning (server down,
+    mlflow not installed) goes to ``warn`` (the driver publishes it as a ``warning`` event)."""
+    if config.tracking.mlflow is None:
+        return None
+    from ecdysis.tracking.mlflow_export import MlflowMirror
+
+    return MlflowMirror(store, run_id, config.tracking.mlflow, warn=warn)
 
 
 def default_run_id(config: RunConfig, method: str) -> str:
@@ -162,7 +218,7 @@ def default_run_id(config: RunConfig, method: str) -> str:
     return f"{config.run_name}-{method}-{stable_hash([utc_now().isoformat()])[:8]}"
 
 
-def start_driver(config: RunConfig, *, method: str, run_id: str) -> Any:
+def start_driver(config: RunConfig, *, method: str, run_id: str, **options: Any) -> Any:
     """The driver as a Ray actor (the head node's CPUs stay free for rollouts: it reserves none)."""
     import ray
 
@@ -170,4 +226,4 @@ def start_driver(config: RunConfig, *, method: str, run_id: str) -> Any:
     # A resumed run must not wait for Ray to forget a killed driver's name: each start gets its own.
     name = f"ecdysis-driver-{run_id}-{uuid.uuid4().hex[:6]}"
     actor_cls = remote_cls.options(num_cpus=0, name=name, max_restarts=0)
-    return actor_cls.remote(config, method=method, run_id=run_id)
+    return actor_cls.remote(config, method=method, run_id=run_id, **options)

@@ -134,3 +134,28 @@ def test_config_validate(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["config", "validate", str(tmp_path / "none.yaml")])
     assert missing.exit_code == 1
     assert "cannot read file" in missing.output
+
+
+def test_runs_watch_and_export_mlflow_refuse_bad_input(tmp_path: Path) -> None:
+    _populate(ArtifactStore(tmp_path))
+    store = ["--store", str(tmp_path)]
+    ghost = runner.invoke(app, ["runs", "watch", "ghost", *store])
+    assert ghost.exit_code == 1 and "run 'ghost' not found" in ghost.output
+    evaluation = runner.invoke(app, ["runs", "watch", "r2", *store])
+    assert evaluation.exit_code == 1 and "run r2 is an eval run: only training runs publish events" in " ".join(
+        evaluation.output.split())
+    no_uri = runner.invoke(app, ["runs", "export-mlflow", "r1", *store])
+    assert no_uri.exit_code == 1 and "--uri is required" in no_uri.output
+    unknown = runner.invoke(app, ["runs", "export-mlflow", "ghost", *store, "--uri", "http://127.0.0.1:9"])
+    assert unknown.exit_code == 1 and "run 'ghost' not found" in unknown.output
+
+
+def test_export_mlflow_to_a_dead_server_fails_naming_it(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    from ecdysis.testing.mlflow_server import free_port
+
+    _populate(ArtifactStore(tmp_path))
+    dead = f"http://127.0.0.1:{free_port()}"
+    result = runner.invoke(app, ["runs", "export-mlflow", "r1", "--store", str(tmp_path), "--uri", dead])
+    assert result.exit_code == 1
+    assert f"export of run r1 to MLflow at {dead} failed" in " ".join(result.output.split())

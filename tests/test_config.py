@@ -77,8 +77,10 @@ def test_every_field_has_a_docstring() -> None:
             sections.append(field.annotation)
     from ecdysis.benchmarks import CONFIGS
 
-    assert len(sections) == 7  # the benchmark section is a union: its members are checked one by one
-    sections += list(CONFIGS.values())
+    assert len(sections) == 8  # the benchmark section is a union: its members are checked one by one
+    from ecdysis.tracking import MlflowConfig
+
+    sections += [*CONFIGS.values(), MlflowConfig]
     for section in sections:
         for name, field in section.model_fields.items():
             assert field.description, f"{section.__name__}.{name} has no docstring"
@@ -100,6 +102,9 @@ def test_every_field_has_a_docstring() -> None:
         ("sandbox: {type: vm}", "sandbox: Input tag 'vm'"),
         ("llm: {max_retries: x}", "llm.max_retries: Input should be a valid integer"),
         ("rollouts: {episodes_per_worker: 0}", "rollouts.episodes_per_worker: Input should be greater than"),
+        ("tracking: {mlflow: {uri: http://x, bogus: 1}}", "tracking.mlflow.bogus: Extra inputs are not permitted"),
+        ("tracking: {mlflow: {}}", "tracking.mlflow.uri: Field required"),
+        ("tracking: {wandb: {}}", "tracking.wandb: Extra inputs are not permitted"),
     ],
 )
 def test_bad_field_is_named_by_path(tmp_path: Path, patch: str, expected: str) -> None:
@@ -107,6 +112,15 @@ def test_bad_field_is_named_by_path(tmp_path: Path, patch: str, expected: str) -
         load_config(_write(tmp_path, MINIMAL + patch + "\n"))
     assert expected in str(info.value)
     assert str(tmp_path / "run.yaml") in str(info.value)
+
+
+def test_tracking_is_optional_and_outside_the_config_hash(tmp_path: Path) -> None:
+    plain = load_config(_write(tmp_path, MINIMAL))
+    tracked = load_config(_write(tmp_path, MINIMAL + "tracking: {mlflow: {uri: 'http://127.0.0.1:5000'}}\n"))
+    assert plain.tracking.mlflow is None
+    assert tracked.tracking.mlflow is not None and tracked.tracking.mlflow.uri == "http://127.0.0.1:5000"
+    assert tracked.tracking.mlflow.timeout_s == 5.0
+    assert tracked.config_hash() == plain.config_hash()  # where a run is mirrored never changes what it is
 
 
 def test_all_bad_fields_are_listed(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``ecdysis runs list`` and ``ecdysis runs show RUN``: what a store holds."""
+"""``ecdysis runs list|show|watch|export-mlflow``: what a store holds, following a run, replaying it to MLflow."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import typer
 from rich.table import Table
 
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
+from ecdysis.events import liveness
+from ecdysis.events.follow import MISSED_HEARTBEATS
 from ecdysis.records import RoundResult, RunManifest, Verification
 from ecdysis.schemas import DATASETS
 from ecdysis.store import StoreError
@@ -50,11 +52,14 @@ def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOp
         counts = {name: artifacts.count(name, run_id=run) for name in DATASETS}
         rounds = artifacts.read("rounds", run_id=run) if counts["rounds"] else []
         verification = last_verification(artifacts, run)
+        state = liveness(artifacts, run)
     except (StoreError, ValueError) as err:
         fail(str(err))
     if manifest is None and not any(counts.values()):
         fail(f"run {run!r} not found in {artifacts.uri}")
     _print_manifest(run, manifest)
+    colour = {"running": "green", "finished": "green", "died": "red", "failed": "red"}.get(state.state, "yellow")
+    console.print(f"state: [{colour}]{state.describe()}[/]", highlight=False)
     _print_verification(verification)
     _print_rounds(rounds)
     table = Table(title="rows per dataset")
@@ -63,6 +68,68 @@ def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOp
     for name, n in counts.items():
         table.add_row(name, str(n))
     console.print(table)
+
+
+@runs_app.command("watch")
+def watch_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOption = DEFAULT_STORE,
+              interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between polls of the "
+                                                      "store.")] = 2.0) -> None:
+    """Follow a run's events until it finishes (from any machine that reads the store, S3 included).
+
+    Exits 0 when the run finished, 1 when it failed, was stopped, or died (no heartbeat)."""
+    from ecdysis.cli.progress import follow, make_view
+
+    artifacts = open_store(store)
+    try:
+        manifest = artifacts.read_manifest(run)
+        if manifest is None and not artifacts.list_batches("events", run_id=run):
+            fail(f"run {run!r} not found in {artifacts.uri}")
+        if manifest is not None and manifest.kind != "train":
+            fail(f"run {run} is an {manifest.kind} run: only training runs publish events to follow "
+                 f"(its status: {manifest.status}; see `ecdysis runs show {run}`)")
+        ended = follow(artifacts, run, make_view(console), interval_s=interval)
+    except (StoreError, ValueError) as err:
+        fail(str(err))
+    if ended == "died":
+        fail(f"run {run} died: its manifest says running but no heartbeat came for "
+             f"{MISSED_HEARTBEATS} heartbeat intervals")
+    if ended != "finished":
+        fail(f"run {run} {ended}")
+    console.print(f"run {run} finished", highlight=False)
+
+
+@runs_app.command("export-mlflow")
+def export_mlflow(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOption = DEFAULT_STORE,
+                  uri: Annotated[str | None, typer.Option("--uri", help="MLflow tracking URI (default: the run "
+                                                          "config's tracking.mlflow.uri).")] = None,
+                  experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment "
+                                                                 "(default: the config's, else ecdysis).")] = None,
+                  report: Annotated[bool, typer.Option("--report/--no-report", help="Log the HTML report as an "
+                                                       "artifact.")] = True) -> None:
+    """Replay a stored run into MLflow: config as params, per-round metrics and nested runs, held-out metrics,
+    accepted diffs, specs and the HTML report. Rounds already logged (by the live run) are not logged twice."""
+    from ecdysis.tracking.config import MlflowConfig
+    from ecdysis.tracking.mlflow_export import MlflowMirror, TrackingUnavailable
+
+    artifacts = open_store(store)
+    try:
+        manifest = artifacts.read_manifest(run)
+    except (StoreError, ValueError) as err:
+        fail(str(err))
+    if manifest is None:
+        fail(f"run {run!r} not found in {artifacts.uri}")
+    configured = (manifest.config.get("tracking") or {}).get("mlflow") or {}
+    chosen = uri or configured.get("uri")
+    if not chosen:
+        fail("--uri is required: the run's config has no tracking.mlflow.uri")
+    config = MlflowConfig(uri=chosen, experiment=experiment or configured.get("experiment") or "ecdysis")
+    try:
+        mlflow_run = MlflowMirror(artifacts, run, config).export(report=report)
+    except TrackingUnavailable as err:
+        fail(str(err))
+    except Exception as err:
+        fail(f"export of run {run} to MLflow at {chosen} failed: {type(err).__name__}: {err}")
+    console.print(f"exported run {run} to MLflow at {chosen} (MLflow run {mlflow_run})", highlight=False)
 
 
 def _print_manifest(run: str, manifest: RunManifest | None) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -83,8 +84,8 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
                   f"models {', '.join(cfg.models.task)} · store {cfg.storage.uri}", highlight=False)
     driver = start_driver(cfg, method=chosen, run_id=run_id)
     try:
-        with console.status("rounds running on the driver actor (evaluate → diagnose → code → validate → decide)"):
-            outcome = ray.get(driver.run.remote(resume=resume is not None, evaluate_heldout=heldout))
+        outcome = ray.get(_watch_driver(cfg, run_id, lambda: driver.run.remote(resume=resume is not None,
+                                                                               evaluate_heldout=heldout)))
     except ray.exceptions.RayTaskError as err:
         cause = err.as_instanceof_cause()
         if isinstance(cause, BudgetExceeded):
@@ -114,3 +115,21 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
                   f"{outcome.run_id} --store {cfg.storage.uri}` or `ecdysis report {outcome.run_id} -o report.html "
                   f"--store {cfg.storage.uri}`", highlight=False, soft_wrap=True)
     return outcome
+
+
+def _watch_driver(cfg: RunConfig, run_id: str, start: Callable[[], Any]) -> Any:
+    """Start the driver's run with ``start()`` and render its events (read back from the store) while it works;
+    returns the run's object ref once it is done."""
+    import ray
+
+    from ecdysis.cli.progress import follow, make_view
+    from ecdysis.events import EventFollower
+    from ecdysis.store import ArtifactStore
+
+    store = ArtifactStore(cfg.storage.uri)
+    # Only this attempt's events: a resumed run's earlier ones are history (`ecdysis runs watch` shows them).
+    follower = EventFollower(store, run_id, only_new=True)
+    ref = start()
+    follow(store, run_id, make_view(console), until=lambda: bool(ray.wait([ref], timeout=0)[0]), interval_s=1.0,
+           follower=follower)
+    return ref

@@ -47,8 +47,8 @@ from ecdysis.evolution.checkpoints import (
 from ecdysis.evolution.failures import failures_from
 from ecdysis.evolution.methods import method
 from ecdysis.evolution.validation import ValidationResult, validate_bundle
-from ecdysis.protocols import CodingAgent, Diagnoser, LLMClient, SandboxBackend, Store
-from ecdysis.records import FailureRecord, HarnessVersion, PhaseStats, RoundResult, Trajectory
+from ecdysis.protocols import CodingAgent, Diagnoser, EventSink, LLMClient, SandboxBackend, Store
+from ecdysis.records import EventKind, FailureRecord, HarnessVersion, Phase, PhaseStats, RoundResult, Trajectory
 
 Evaluate = Callable[[Path, str, int, str], list[Trajectory]]
 """``evaluate(bundle_dir, harness_hash, round, phase) -> trajectories`` on the training tasks; the trajectories
@@ -80,7 +80,9 @@ class TrainingLoop:
 
     def __init__(self, settings: LoopSettings, store: Store, llm: LLMClient, backend: SandboxBackend,
                  evaluate: Evaluate, diagnoser: Diagnoser, coding_agent: CodingAgent,
-                 *, acceptance: AcceptancePolicy | None = None, stop_hook: StopHook | None = None) -> None:
+                 *, acceptance: AcceptancePolicy | None = None, stop_hook: StopHook | None = None,
+                 events: EventSink | None = None,
+                 on_round: Callable[[RoundResult], None] | None = None) -> None:
         method(settings.method)  # an unknown method fails here, before anything runs
         self.config = settings
         self.store = store
@@ -91,6 +93,11 @@ class TrainingLoop:
         self.coding_agent = coding_agent
         self.acceptance = acceptance or StrictImprovement()
         self.stop_hook = stop_hook
+        self.events = events
+        """Receives diagnosis, coding, validation and decision events (evaluation progress comes from
+        ``evaluate``, which knows the episodes)."""
+        self.on_round = on_round
+        """Called with each round's result once it is decided (also for rounds a resume finds decided)."""
         self._workspace: Path | None = None
 
     # -- entry points --------------------------------------------------------------------------------------------
@@ -125,6 +132,8 @@ class TrainingLoop:
         for round_ in range(self.config.max_rounds):
             decided = checkpoints.get(f"r{round_}/decided", Decided) or self._round(round_, current, carry)
             rounds.append(decided.result)
+            if self.on_round is not None:
+                self.on_round(decided.result)
             current, current_score, carry = decided.current_hash, decided.current_score, decided.carry
             if decided.stop:
                 break
@@ -166,6 +175,9 @@ class TrainingLoop:
             if callable(flush):  # the round's llm_calls reach the store with the round
                 flush()
             checkpoints.put(f"r{round_}/decided", decided, round=round_)
+            self._emit(EventKind.DECISION, round=round_, failures=result.n_failures, payload={
+                "accepted": result.accepted, "base_score": result.base_score,
+                "candidate_score": result.candidate_score, "note": result.note[:500], "stop": stop})
             return decided
 
         common: dict[str, Any] = {"run_id": run_id, "round": round_, "method": self.config.method,
@@ -177,7 +189,9 @@ class TrainingLoop:
         candidate_dir, spec_ids, calls, problem = self._modify(round_, base_dir, failures, phases)
         built = checkpoints.get(f"r{round_}/candidate_built", CandidateBuilt)
         if built is None:
+            self._emit(EventKind.PHASE_STARTED, round=round_, phase=Phase.VALIDATION)
             built = self._build(base_hash, base_dir, candidate_dir, problem)
+            self._emit_end(round_, Phase.VALIDATION, built.stats, 1, 1, None if built.ok else built.reason)
             checkpoints.put(f"r{round_}/candidate_built", built, round=round_)
         phases["validation"] = built.stats
         common.update(candidate_hash=built.hash, modification_calls=calls)
@@ -229,6 +243,8 @@ class TrainingLoop:
             step = checkpoints.get(f"r{round_}/spec-{index}", Diagnosed)
             if step is None:
                 mark = meter.start()
+                self._emit(EventKind.PHASE_STARTED, round=round_, phase=Phase.DIAGNOSIS, done=index,
+                           total=len(requests))
                 try:
                     spec = self.diagnoser.diagnose(request, candidate_dir, run_id=run_id, round=round_)
                     error = None
@@ -237,6 +253,7 @@ class TrainingLoop:
                 except Exception as exc:
                     spec, error = None, f"diagnosis failed: {type(exc).__name__}: {exc}"
                 step = Diagnosed(spec=spec, error=error, stats=meter.stop(mark))
+                self._emit_end(round_, Phase.DIAGNOSIS, step.stats, index + 1, len(requests), error)
                 if spec is not None:
                     self.store.append("specs", [spec], run_id=run_id, round=round_, batch_id=f"spec-{index}")
                 checkpoints.put(f"r{round_}/spec-{index}", step, round=round_)
@@ -247,13 +264,17 @@ class TrainingLoop:
             else:
                 progress.spec_ids.append(step.spec.spec_id)
                 mark = meter.start()
+                self._emit(EventKind.PHASE_STARTED, round=round_, phase=Phase.CODING, done=index,
+                           total=len(requests))
                 try:
                     self.coding_agent.apply(step.spec, candidate_dir, run_id=run_id, round=round_)
                 except Fatal:
                     raise
                 except Exception as exc:
                     progress.problem = f"coding agent failed: {type(exc).__name__}: {exc}"
-                progress.coding = _sum(progress.coding, meter.stop(mark))
+                coded = meter.stop(mark)
+                self._emit_end(round_, Phase.CODING, coded, index + 1, len(requests), progress.problem)
+                progress.coding = _sum(progress.coding, coded)
                 progress.calls += 1
                 progress.blob = self.store.put_blob(harness.pack(candidate_dir))
             progress.done = index + 1
@@ -287,6 +308,20 @@ class TrainingLoop:
                                  accepted=accepted, rejection_reason=reason)
         self.store.append("harness_versions", [version], run_id=self.config.run_id, round=round_,
                           batch_id="candidate")
+
+    # -- events --------------------------------------------------------------------------------------------------
+
+    def _emit(self, kind: EventKind, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(kind, **fields)
+
+    def _emit_end(self, round_: int, phase: Phase, stats: PhaseStats, done: int, total: int,
+                  problem: str | None) -> None:
+        payload: dict[str, Any] = {"wall_time_s": round(stats.wall_time_s, 3), "llm_calls": stats.llm_calls}
+        if problem:
+            payload["problem"] = problem[:500]
+        self._emit(EventKind.PHASE_ENDED, round=round_, phase=phase, done=done, total=total,
+                   tokens=stats.tokens.total, payload=payload)
 
     # -- evaluation ----------------------------------------------------------------------------------------------
 

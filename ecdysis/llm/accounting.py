@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ecdysis.llm.errors import BudgetExceeded
@@ -61,6 +63,8 @@ class Ledger:
         self._total = Usage()
         self._per_run: dict[str, Usage] = defaultdict(Usage)
         self._lock = threading.Lock()
+        self.listeners: list[Callable[[LLMCallRecord], None]] = []
+        """Called with every recorded call (after counting); a listener's fault never reaches the caller."""
 
     def record(self, record: LLMCallRecord) -> None:
         """Count ``record`` and buffer it; flushes when the buffer is full."""
@@ -69,6 +73,9 @@ class Ledger:
             self._total.add(record)
             self._per_run[record.run_id].add(record)
             full = len(self._buffer) >= self._flush_every
+        for listener in list(self.listeners):
+            with contextlib.suppress(Exception):
+                listener(record)
         if full:
             self.flush()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -117,6 +117,10 @@ class Gateway:
     def usage(self, run_id: str | None = None) -> Usage:
         """Running totals (tokens, cost, calls, cache hits, retries, errors), overall or for one run."""
         return self._ledger.usage(run_id)
+
+    def subscribe(self, listener: Callable[[LLMCallRecord], None]) -> None:
+        """Call ``listener`` with the record of every call this gateway makes (progress events, never control)."""
+        self._ledger.listeners.append(listener)
 
     def flush(self) -> int:
         """Write buffered ``llm_calls`` records to the store; returns how many were written."""

@@ -74,8 +74,12 @@ class RolloutPool:
         """How many episodes run at once."""
         return len(self._workers) * self.settings.episodes_per_worker
 
-    def evaluate(self, requests: Sequence[Any], *, on_result: ProgressFn | None = None) -> list[Trajectory]:
-        """Run every request; returns the final trajectory of each, in request order."""
+    def evaluate(self, requests: Sequence[Any], *, on_result: ProgressFn | None = None,
+                 on_retry: ProgressFn | None = None) -> list[Trajectory]:
+        """Run every request; returns the final trajectory of each, in request order.
+
+        ``on_result`` is called with each final trajectory as it arrives, ``on_retry`` with each infrastructure
+        ending that is retried (progress reporting; their faults are the caller's)."""
         import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
@@ -119,6 +123,8 @@ class RolloutPool:
                 if trajectory.termination_reason.is_infrastructure and attempt + 1 < self.settings.max_attempts:
                     self.retries += 1
                     pending.append((index, attempt + 1))
+                    if on_retry is not None:
+                        on_retry(trajectory)
                     continue
                 self._spend(trajectory)
                 results[index] = trajectory

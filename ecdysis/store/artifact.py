@@ -148,6 +148,26 @@ class ArtifactStore:
                 raise CorruptFileError(self._backend.location(key), f"not a readable Parquet file ({err})") from None
         return total
 
+    def list_batches(self, dataset: str, *, run_id: str | None = None, round: int | None = None) -> list[str]:
+        """Keys of the files of ``dataset`` (in a run, a round); with :meth:`read_batch` a follower reads only the
+        files it has not seen yet."""
+        _dataset(dataset)
+        return self._batch_keys(dataset, run_id, round)
+
+    def read_batch(self, dataset: str, key: str) -> list[Any]:
+        """The records of one file named by :meth:`list_batches` (none when it was removed since)."""
+        ds = _dataset(dataset)
+        if not key.startswith(f"{dataset}/") or not key.endswith(".parquet"):
+            raise ValueError(f"{key!r} is not a file of dataset {dataset!r}")
+        table = self._read_batch(ds, key)
+        if table is None:
+            return []
+        try:
+            return ds.from_table(table)
+        except ValidationError as err:
+            raise StoreError(f"rows of {self._backend.location(key)} do not validate as "
+                             f"{ds.record_type.__name__}: {err}") from None
+
     def _batch_keys(self, dataset: str, run_id: Any, round: Any) -> list[str]:
         prefix = f"{dataset}/"
         if isinstance(run_id, str):

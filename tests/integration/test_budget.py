@@ -1,4 +1,5 @@
-"""A run-level token budget stops dispatching rollouts, keeps every finished episode, and says so."""
+"""A run-level token budget stops dispatching rollouts, keeps every finished episode, and says so (a budget
+warning event among the evaluation's progress events)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Any
 import pytest
 from integration_support import GOLD, requests_for
 
+from ecdysis.events import EventLog
+from ecdysis.events.episodes import EvaluationReporter
 from ecdysis.llm import BudgetExceeded
-from ecdysis.records import TerminationReason
+from ecdysis.records import EventKind, Phase, TerminationReason
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 from ecdysis.store import ArtifactStore
 
@@ -19,11 +22,19 @@ def test_crossing_the_token_budget_stops_the_evaluation_and_keeps_what_ran(
                                sandbox={"type": "process", "warm_pool": 0})
     requests = requests_for(store, model=GOLD, trials=2, run_id="budget", settings=settings)
     pool = RolloutPool(settings, store=store)
+    events = EventLog(store, "budget", flush_s=60, heartbeat_s=60)
+    reporter = EvaluationReporter(events, threshold=1.0, max_tokens=1,
+                                  spent=lambda: (pool.spent["tokens"], pool.spent["cost_usd"]))
     try:
         with pytest.raises(BudgetExceeded, match=r"run budget crossed .*max_tokens=1.*1 of 6 episodes ran"):
-            pool.evaluate(requests)
+            reporter.evaluate(pool, requests, round_=0, phase=Phase.EVALUATION)
     finally:
         pool.close()
+        events.close()
+    published = sorted(store.read("events", run_id="budget"), key=lambda e: e.seq)
+    assert [e.kind for e in published] == [EventKind.PHASE_STARTED, EventKind.EPISODE, EventKind.BUDGET_WARNING]
+    assert (published[1].done, published[1].total, published[1].failures) == (1, 6, 1)
+    assert published[2].payload["budget"] == "max_tokens" and published[2].payload["limit"] == 1.0
     stored = store.read("trajectories", run_id="budget")
     assert len(stored) == 1 and stored[0].tokens.total > 1
     assert stored[0].termination_reason is TerminationReason.BUDGET_EXCEEDED

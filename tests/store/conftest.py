@@ -9,14 +9,17 @@ from pathlib import Path
 import pytest
 
 from ecdysis.records import (
+    EventKind,
     FailureRecord,
     HarnessVersion,
     LLMCallRecord,
     ModificationSpec,
+    Phase,
     ProposedChange,
     Record,
     Role,
     RoundResult,
+    RunEvent,
     Task,
     TerminationReason,
     TokenUsage,
@@ -79,6 +82,11 @@ def make_record(dataset: str, i: int, run_id: str, round: int, model: str) -> Re
     if dataset == "harness_versions":
         return HarnessVersion(harness_hash=f"h{i}", parent_hash="h0", run_id=run_id, round=round, spec_id=f"spec-{i}",
                               train_score=i / 10, accepted=True, created_at=when)
+    if dataset == "events":
+        return RunEvent(event_id=f"e-{i}", run_id=run_id, round=round, seq=i, kind=EventKind.EPISODE,
+                        phase=Phase.EVALUATION, time=when, done=i, total=12, failures=i % 2, tokens=10 * i,
+                        cost_usd=0.001 * i, role=Role.TASK if model == "model-a" else None,
+                        payload={"model": model, "reward": i / 10})
     raise KeyError(dataset)
 
 

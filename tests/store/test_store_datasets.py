@@ -24,6 +24,7 @@ EXTRA_FILTER: dict[str, tuple[str, Any]] = {
     "rounds": ("accepted", True),
     "specs": ("spec_id", "spec-3"),
     "harness_versions": ("harness_hash", "h5"),
+    "events": ("role", "task"),
 }
 
 
