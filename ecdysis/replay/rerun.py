@@ -90,7 +90,8 @@ def _rerun_train(manifest: RunManifest, store: ArtifactStore, out: ArtifactStore
     from ecdysis.training import start_driver
 
     cfg = RunConfig.model_validate(manifest.config)
-    cfg = cfg.model_copy(update={"llm": _replaying(cfg.llm, store),
+    # A replay is a check, not an experiment: it is not mirrored into the run's trackers.
+    cfg = cfg.model_copy(update={"llm": _replaying(cfg.llm, store), "tracking": type(cfg.tracking)(),
                                  "storage": cfg.storage.model_copy(update={"uri": out.uri})})
     ensure_ray(ray_address, num_cpus=None if ray_address else cfg.ray.num_cpus)
     driver = start_driver(cfg, method=manifest.method or cfg.training.method, run_id=manifest.run_id)
