@@ -91,9 +91,34 @@ class PromptDiagnoser:
         messages = self.messages(failures, harness_dir, round=round, run_id=run_id)
         spec = self.llm.structured(self.model, messages, ModificationSpec, role=Role.DIAGNOSER,
                                    max_attempts=self.max_attempts, context=context)
+        known = {record.failure_id for record in failures}
+        unknown = unknown_ids(spec, known)
+        if unknown:  # re-asked once, then the unknown ids are dropped from the evidence
+            messages = [*messages, {"role": "assistant", "content": spec.model_dump_json()},
+                        {"role": "user", "content": f"Your specification cites failure_ids that are not in the "
+                         f"evidence: {', '.join(unknown[:10])}. Answer again citing only failure_ids shown."}]
+            spec = self.llm.structured(self.model, messages, ModificationSpec, role=Role.DIAGNOSER,
+                                       max_attempts=self.max_attempts, context=context)
+            spec = without_unknown_ids(spec, known)
         content = spec.model_dump(mode="json", exclude={"spec_id", "run_id", "round"})
         key = [run_id, round, sorted(record.failure_id for record in failures), content]
         return spec.model_copy(update={"spec_id": stable_hash(key)[:16], "run_id": run_id, "round": round})
+
+
+def unknown_ids(spec: ModificationSpec, known: set[str]) -> list[str]:
+    """The failure_ids ``spec`` cites (in patterns and changes) that are not in ``known``, sorted."""
+    cited = [fid for pattern in spec.failure_patterns for fid in pattern.failure_ids]
+    cited += [fid for change in spec.proposed_changes for fid in change.evidence]
+    return sorted({fid for fid in cited if fid not in known})
+
+
+def without_unknown_ids(spec: ModificationSpec, known: set[str]) -> ModificationSpec:
+    """``spec`` with every failure_id outside ``known`` dropped from its patterns and changes."""
+    patterns = [p.model_copy(update={"failure_ids": [f for f in p.failure_ids if f in known]})
+                for p in spec.failure_patterns]
+    changes = [c.model_copy(update={"evidence": [f for f in c.evidence if f in known]})
+               for c in spec.proposed_changes]
+    return spec.model_copy(update={"failure_patterns": patterns, "proposed_changes": changes})
 
 
 class BatchDiagnoser(PromptDiagnoser):

@@ -108,3 +108,13 @@ def second_try_aggregator(messages: list[dict[str, Any]], tools: Any, context: d
     """Garbled until it is told its reply was not usable, then valid."""
     retried = any("not usable" in str(m.get("content") or "") for m in messages if m.get("role") == "user")
     return aggregator(messages, tools, context) if retried else garbled_aggregator(messages, tools, context)
+
+
+def inventing_diagnoser(messages: list[dict[str, Any]], tools: Any, context: dict[str, Any]) -> str:
+    """A diagnoser (one change per signature, as :func:`ecdysis.testing.evolution.scripted_diagnoser`) that always
+    adds a failure_id found in no record to its first change's evidence."""
+    from ecdysis.testing.evolution import scripted_diagnoser
+
+    spec = json.loads(str(scripted_diagnoser(())(messages, tools, context)))
+    spec["proposed_changes"][0]["evidence"].append("f-invented")
+    return json.dumps(spec)

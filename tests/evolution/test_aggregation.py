@@ -143,3 +143,13 @@ def test_a_reply_fixed_on_the_retry_is_used(gateway: Gateway, store: ArtifactSto
     (message,) = diagnoser.messages(records, seed, round=0, run_id="retry")
     assert message["content"].count('"shown_as": "summary"') == 5 and "no usable summary" not in message["content"]
     assert _roles(store, gateway, "retry") == {Role.AGGREGATOR.value: 10}
+
+
+def test_a_diagnosis_citing_unknown_failure_ids_is_reasked_then_cleaned(gateway: Gateway, store: ArtifactStore,
+                                                                        seed: Path) -> None:
+    records, _ = planted_failures(20, patterns=5)
+    diagnoser = BatchDiagnoser(gateway, "scripted/ecdysis.testing.aggregation:inventing_diagnoser")
+    spec = diagnoser.diagnose(records, seed, run_id="invent", round=0)
+    cited = {fid for change in spec.proposed_changes for fid in change.evidence}
+    assert cited and cited <= {r.failure_id for r in records}
+    assert _roles(store, gateway, "invent") == {Role.DIAGNOSER.value: 2}
