@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from benchmarks import aggregation_bench
 from benchmarks.training_bench import JUDGED_WORKLOAD, WORKLOADS
 
 TAU2_RATIO = 20.0
@@ -21,6 +22,8 @@ TARGETS = {
     "cpu": "≤ 0.15 s CPU per rollout with process sandboxes (ours: driver + Ray + workers + sandboxes); ≤ 0.25 s "
            "with Docker (ours + containers + dockerd/containerd)",
     "startup": "≤ 3 s before the first episode of a run (Ray up, workers ready, benchmark loaded)",
+    "aggregation": "100% of planted recurring patterns reach the diagnosis prompt at 20, 200 and 2,000 failures; the "
+                   "modification phase at 2,000 failures ≤ 3× its time at 20",
 }
 
 
@@ -327,7 +330,8 @@ def render(report: dict[str, Any]) -> str:
               "2. Rollout throughput vs concurrency", "memory": "3. Memory per concurrent episode",
               "tau2": "4. τ²-bench's own runner, side by side", "sandbox": "5. Sandbox overhead per rollout",
               "cpu": "6. CPU seconds per rollout", "startup": "7. Start-up before the first episode",
-              "agentbench": "8. AgentBench: episodes per minute and CPU"}
+              "agentbench": "8. AgentBench: episodes per minute and CPU",
+              "aggregation": "9. Failure aggregation at 20, 200 and 2,000 failures per round"}
     verdicts: dict[str, bool | None] = {}
     for name, title in titles.items():
         section = sections.get("throughput" if name == "memory" else name)
@@ -349,6 +353,8 @@ def render(report: dict[str, Any]) -> str:
             lines, ok = _startup(fig)
         elif name == "agentbench":
             lines, ok = _agentbench(fig)
+        elif name == "aggregation":
+            lines, ok = aggregation_bench.markdown(fig)
         elif name == "tau2":
             lines, ok = _tau2(fig)
         elif name == "sandbox":

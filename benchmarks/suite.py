@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench")
+SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "aggregation")
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,10 @@ class Sizes:
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
     docker_cpu_episodes: int = 32
+    aggregation_latency_s: float = 0.5
+    """Latency of a chat turn in the aggregation section (diagnosis and aggregator calls take 10×)."""
+    aggregation_sizes: tuple[int, ...] = (20, 200, 2_000)
+    """Failures per round of the aggregation section; the first is the reference of the wall-time ratio."""
 
 
 FULL = Sizes()
@@ -62,7 +66,7 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
-              docker_cpu_episodes=4)
+              docker_cpu_episodes=4, aggregation_latency_s=0.05, aggregation_sizes=(20, 200))
 
 
 def machine() -> dict[str, Any]:
@@ -78,7 +82,14 @@ def machine() -> dict[str, Any]:
 
 def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Run the chosen sections; a section that fails records its error instead of stopping the others."""
-    from benchmarks import agentbench_bench, rollout_bench, sandbox_bench, startup_bench, training_bench
+    from benchmarks import (
+        agentbench_bench,
+        aggregation_bench,
+        rollout_bench,
+        sandbox_bench,
+        startup_bench,
+        training_bench,
+    )
     from benchmarks.preload import start_ray
 
     start_ray()
@@ -99,6 +110,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "agentbench": lambda: agentbench_bench.run(latency_s=sizes.fast_latency_s,
                                                    concurrency=sizes.agentbench_concurrency,
                                                    episodes=sizes.agentbench_episodes),
+        "aggregation": lambda: aggregation_bench.run(sizes.aggregation_latency_s, sizes=sizes.aggregation_sizes),
     }
     out: dict[str, Any] = {}
     for name in SECTIONS:
