@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "aggregation")
+SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "aggregation", "selection")
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,10 @@ class Sizes:
     """Latency of a chat turn in the aggregation section (diagnosis and aggregator calls take 10×)."""
     aggregation_sizes: tuple[int, ...] = (20, 200, 2_000)
     """Failures per round of the aggregation section; the first is the reference of the wall-time ratio."""
+    selection_k: int = 5
+    """Tasks per subset of the reduced-data section (which runs at ``train_latency_s`` on ``train_tasks``)."""
+    selection_seeds: tuple[int, ...] = (0, 1, 2)
+    selection_heldout: int = 10
 
 
 FULL = Sizes()
@@ -66,7 +70,8 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
-              docker_cpu_episodes=4, aggregation_latency_s=0.05, aggregation_sizes=(20, 200))
+              docker_cpu_episodes=4, aggregation_latency_s=0.05, aggregation_sizes=(20, 200),
+              selection_k=2, selection_seeds=(0,), selection_heldout=3)
 
 
 def machine() -> dict[str, Any]:
@@ -87,6 +92,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         aggregation_bench,
         rollout_bench,
         sandbox_bench,
+        selection_bench,
         startup_bench,
         training_bench,
     )
@@ -111,6 +117,9 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
                                                    concurrency=sizes.agentbench_concurrency,
                                                    episodes=sizes.agentbench_episodes),
         "aggregation": lambda: aggregation_bench.run(sizes.aggregation_latency_s, sizes=sizes.aggregation_sizes),
+        "selection": lambda: selection_bench.run(sizes.train_latency_s, pool=sizes.train_tasks, k=sizes.selection_k,
+                                                 seeds=sizes.selection_seeds, n_heldout=sizes.selection_heldout,
+                                                 max_rounds=sizes.train_rounds),
     }
     out: dict[str, Any] = {}
     for name in SECTIONS:
