@@ -66,7 +66,7 @@ class PromptDiagnoser:
             return [{"role": "user", "content": prompt}]
         evidence = self.aggregate(failures, run_id=run_id, round=round)
         prompt = render("diagnose_aggregated", round=round, n_failures=len(failures),
-                        n_groups=len(group_failures(failures)), n_recurring=len(evidence.recurring),
+                        n_groups=evidence.n_groups, n_recurring=len(evidence.recurring),
                         not_shown=evidence.not_shown, groups_json=evidence.groups_json,
                         failures_json=evidence.records_json, harness_source=source)
         return [{"role": "user", "content": prompt}]

@@ -53,6 +53,8 @@ class Evidence:
     """Group ids of every recurring group of the round."""
     not_shown: str = ""
     """What the prompt leaves out, in words."""
+    n_groups: int = 0
+    """Groups of the round, recurring or not."""
 
     @property
     def groups_json(self) -> str:
@@ -107,7 +109,7 @@ def pack(groups: Sequence[FailureGroup], outcomes: Mapping[GroupKey, SummaryOutc
     """The evidence of ``groups`` (strongest first) within ``max_chars``; ``outcomes`` holds the summaries of the
     groups :func:`needs_summary` named."""
     cap = entry_cap(groups, max_chars)
-    evidence = Evidence(recurring=[g.key.group_id for g in groups if g.recurring])
+    evidence = Evidence(recurring=[g.key.group_id for g in groups if g.recurring], n_groups=len(groups))
     shown: dict[GroupKey, int] = {}
     for group in groups:
         if not group.recurring:
