@@ -84,7 +84,7 @@ def _fdcr(parts: DiagnoserParts) -> Diagnoser:
     passes = int((parts.options or {}).get("fdcr_passes", 2))
     return FDCRDiagnoser(parts.llm, parts.model, passes=passes, store=parts.store,
                          task_models=list(parts.task_models), harness_budget_chars=budget * 3 // 7,
-                         evidence_budget_chars=budget * 4 // 7)
+                         evidence_budget_chars=budget * 4 // 7, aggregator_model=parts.aggregator_model or parts.model)
 
 
 METHODS: dict[str, EvolutionMethod] = {m.name: m for m in (
