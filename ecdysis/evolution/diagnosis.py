@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ecdysis.evolution.aggregation import Aggregator
-from ecdysis.evolution.evidence import Evidence, entry_cap, needs_summary, pack
+from ecdysis.evolution.evidence import Evidence, EvidenceOverBudget, entry_cap, needs_summary, pack
 from ecdysis.evolution.failures import trim_for_context
 from ecdysis.evolution.grouping import group_failures
 from ecdysis.evolution.prompts import render
@@ -72,10 +72,16 @@ class PromptDiagnoser:
         return [{"role": "user", "content": prompt}]
 
     def aggregate(self, failures: Sequence[FailureRecord], *, run_id: str, round: int) -> Evidence:
-        """Group, summarise the groups over their share (in parallel) and pack them under the budget."""
+        """Group, summarise the groups over their share (in parallel) and pack them under the budget. When the
+        recurring groups are too many for the budget, the records are grouped a level up (signature and termination
+        reason only); when even those are too many, :class:`EvidenceOverBudget`."""
         assert self.aggregator_model is not None
         groups = group_failures(failures)
-        cap = entry_cap(groups, self.max_failure_chars)
+        try:
+            cap = entry_cap(groups, self.max_failure_chars)
+        except EvidenceOverBudget:
+            groups = group_failures(failures, coarse=True)
+            cap = entry_cap(groups, self.max_failure_chars)
         aggregator = Aggregator(self.llm, self.aggregator_model, prompt_chars=self.max_failure_chars,
                                 max_workers=self.aggregator_workers)
         outcomes = aggregator.summarise([g for g in groups if needs_summary(g, cap)], run_id=run_id, round=round)

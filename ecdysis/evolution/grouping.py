@@ -95,12 +95,20 @@ def group_key(record: FailureRecord) -> GroupKey:
                     first_divergent_action=f"{kind}:{divergent.name}" if divergent else "")
 
 
-def group_failures(records: Iterable[FailureRecord]) -> list[FailureGroup]:
+def coarse_key(record: FailureRecord) -> GroupKey:
+    """The key of the level above :func:`group_key`: signature and termination reason only."""
+    return GroupKey(signature=record.signature, termination_reason=record.termination_reason.value, tool="",
+                    rule="", first_divergent_action="")
+
+
+def group_failures(records: Iterable[FailureRecord], *, coarse: bool = False) -> list[FailureGroup]:
     """The records' groups, strongest first: more distinct tasks, then more task models, then more records, then
-    the key; independent of the input order up to the order of records inside a group (sorted by failure_id)."""
+    the key; independent of the input order up to the order of records inside a group (sorted by failure_id).
+    ``coarse`` groups by :func:`coarse_key` instead (fewer, larger groups)."""
+    key = coarse_key if coarse else group_key
     by_key: dict[GroupKey, list[FailureRecord]] = {}
     for record in sorted(records, key=lambda r: r.failure_id):
-        by_key.setdefault(group_key(record), []).append(record)
+        by_key.setdefault(key(record), []).append(record)
     groups = [FailureGroup(key, tuple(members)) for key, members in by_key.items()]
     return sorted(groups, key=lambda g: (-g.n_tasks, -g.n_models, -len(g.records), g.key))
 

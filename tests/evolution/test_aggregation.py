@@ -153,3 +153,18 @@ def test_a_diagnosis_citing_unknown_failure_ids_is_reasked_then_cleaned(gateway:
     cited = {fid for change in spec.proposed_changes for fid in change.evidence}
     assert cited and cited <= {r.failure_id for r in records}
     assert _roles(store, gateway, "invent") == {Role.DIAGNOSER.value: 2}
+
+
+def test_too_many_groups_for_the_budget_are_grouped_a_level_up(gateway: Gateway, store: ArtifactStore,
+                                                               seed: Path) -> None:
+    planted, _ = planted_failures(48, patterns=12, noise=0.0, run_id="coarse")
+    records = [r.model_copy(update={"signature": "agent_stop:blocked:any"}) for r in planted]
+    assert sum(g.recurring for g in group_failures(records)) == 12  # tool and rule still tell them apart
+    diagnoser = BatchDiagnoser(gateway, DIAGNOSER, aggregator_model=f"{AGGREGATORS}:aggregator",
+                               max_failure_chars=10_000)
+    with pytest.raises(EvidenceOverBudget):
+        entry_cap(group_failures(records), 10_000)
+    evidence = diagnoser.aggregate(records, run_id="coarse", round=0)
+    assert [e["signature"] for e in evidence.groups] == ["agent_stop:blocked:any"]
+    assert evidence.groups[0]["support"]["failures"] == 48 and evidence.chars <= 10_000
+    assert _roles(store, gateway, "coarse") == {Role.AGGREGATOR.value: 1}
