@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "grading")
+SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "aggregation", "selection",
+            "grading")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,14 @@ class Sizes:
     graded by ours and by τ²'s evaluator."""
     grading_mix_tasks: int = 20
     """Test tasks per domain of the stored eval run whose own mix is graded."""
+    aggregation_latency_s: float = 0.5
+    """Latency of a chat turn in the aggregation section (diagnosis and aggregator calls take 10×)."""
+    aggregation_sizes: tuple[int, ...] = (20, 200, 2_000)
+    """Failures per round of the aggregation section; the first is the reference of the wall-time ratio."""
+    selection_k: int = 5
+    """Tasks per subset of the reduced-data section (which runs at ``train_latency_s`` on ``train_tasks``)."""
+    selection_seeds: tuple[int, ...] = (0, 1, 2)
+    selection_heldout: int = 10
 
 
 FULL = Sizes()
@@ -69,7 +78,9 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
-              docker_cpu_episodes=4, startup_repeats=1, grading_tasks=2, grading_mix_tasks=2)
+              docker_cpu_episodes=4, startup_repeats=1, grading_tasks=2, grading_mix_tasks=2,
+              aggregation_latency_s=0.05, aggregation_sizes=(20, 200), selection_k=2, selection_seeds=(0,),
+              selection_heldout=3)
 
 
 def machine() -> dict[str, Any]:
@@ -85,7 +96,16 @@ def machine() -> dict[str, Any]:
 
 def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Run the chosen sections; a section that fails records its error instead of stopping the others."""
-    from benchmarks import agentbench_bench, grading_bench, rollout_bench, sandbox_bench, startup_bench, training_bench
+    from benchmarks import (
+        agentbench_bench,
+        aggregation_bench,
+        grading_bench,
+        rollout_bench,
+        sandbox_bench,
+        selection_bench,
+        startup_bench,
+        training_bench,
+    )
     from benchmarks.preload import start_ray
 
     start_ray()
@@ -106,6 +126,10 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "agentbench": lambda: agentbench_bench.run(latency_s=sizes.fast_latency_s,
                                                    concurrency=sizes.agentbench_concurrency,
                                                    episodes=sizes.agentbench_episodes),
+        "aggregation": lambda: aggregation_bench.run(sizes.aggregation_latency_s, sizes=sizes.aggregation_sizes),
+        "selection": lambda: selection_bench.run(sizes.train_latency_s, pool=sizes.train_tasks, k=sizes.selection_k,
+                                                 seeds=sizes.selection_seeds, n_heldout=sizes.selection_heldout,
+                                                 max_rounds=sizes.train_rounds),
         "grading": lambda: grading_bench.section(sizes.grading_tasks, sizes.grading_mix_tasks),
     }
     out: dict[str, Any] = {}

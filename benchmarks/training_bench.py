@@ -91,6 +91,7 @@ def run_config(server: LatencyServer, method: str, tasks: list[str], store_uri: 
 def run_method(server: LatencyServer, method: str, tasks: list[str], *, max_rounds: int = 3,
                sandbox: str = "process", concurrency: int = 16, task_model: str = DEFAULT_TASK_MODEL) -> dict[str, Any]:
     """Train with ``method``; wall clock, scores and LLM calls per role, read back from the store."""
+    from ecdysis.evolution.accommodation import AccommodationRate, accepted_changes
     from ecdysis.records import LLMCallRecord, Trajectory
     from ecdysis.store import ArtifactStore
     from ecdysis.training import TrainingDriver
@@ -105,6 +106,8 @@ def run_method(server: LatencyServer, method: str, tasks: list[str], *, max_roun
         wall = time.perf_counter() - started
         store = ArtifactStore(folder)
         calls = Counter(str(r.role) for r in store.read("llm_calls", run_id=run_id) if isinstance(r, LLMCallRecord))
+        changes = accepted_changes(store.read("rounds", run_id=run_id), store.read("specs", run_id=run_id),
+                                   store.read("failures", run_id=run_id))
         lost = [t for t in store.read("trajectories", run_id=run_id)
                 if isinstance(t, Trajectory) and t.termination_reason.is_infrastructure]
     modification = sum(calls[role] for role in MODIFICATION_ROLES)
@@ -121,8 +124,14 @@ def run_method(server: LatencyServer, method: str, tasks: list[str], *, max_roun
         "modification_calls": modification, "calls_by_role": dict(sorted(calls.items())),
         "phase_wall_s": phases,
         "rollout_calls": calls["task"] + calls["user"],
+        "accommodation": _accommodation(AccommodationRate.of(changes)),
         "infrastructure_endings": len(lost), "infrastructure_errors": sorted({(t.error or "")[-300:] for t in lost}),
     }
+
+
+def _accommodation(rate: Any) -> dict[str, Any]:
+    return {"rate": rate.rate, "repairs": rate.repairs, "accommodations": rate.accommodations,
+            "unattributed": rate.unattributed}
 
 
 def run(latency_s: float = 1.0, *, tasks: list[str] | None = None, methods: tuple[str, ...] = METHODS,

@@ -78,6 +78,9 @@ class ModelsConfig(Section):
     """User-simulator model, for benchmarks with a simulated user (τ²: required)."""
     diagnoser: str
     """Model behind diagnosis (and the FDCR roles)."""
+    aggregator: str | None = None
+    """Model that summarises failure groups when a round's evidence exceeds the prompt budget (None: the
+    diagnoser's model)."""
     coder: str
     """Model behind the coding agent (whichever ``training.coder`` is)."""
 

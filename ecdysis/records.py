@@ -70,6 +70,8 @@ class Role(StrEnum):
     TASK = "task"
     USER = "user"
     DIAGNOSER = "diagnoser"
+    AGGREGATOR = "aggregator"
+    """Summarises one group of a round's failure records when the round's evidence exceeds the prompt budget."""
     ANALYST = "analyst"
     CRITIC = "critic"
     ENGINEER = "engineer"

@@ -146,7 +146,7 @@ class TrainingDriver:
             if mirror is not None:
                 mirror.log_round(result)
 
-        parts = DiagnoserParts(llm=llm, model=cfg.models.diagnoser,
+        parts = DiagnoserParts(llm=llm, model=cfg.models.diagnoser, aggregator_model=cfg.models.aggregator,
                                prompt_budget_chars=cfg.training.prompt_budget_chars, store=store,
                                task_models=tuple(cfg.models.task), options={"fdcr_passes": cfg.training.fdcr_passes})
         seed = build(cfg.benchmark).seed_harnesses()["human"]

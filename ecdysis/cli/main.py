@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ecdysis.cli.report_cmd",
     "ecdysis.cli.compare_cmd",
     "ecdysis.cli.evidence_cmd",
+    "ecdysis.cli.select_cmd",
 )
 
 app = typer.Typer(

@@ -11,6 +11,8 @@ from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_s
 from ecdysis.events import liveness
 from ecdysis.events.follow import MISSED_HEARTBEATS
 from ecdysis.records import RoundResult, RunManifest, Verification
+from ecdysis.report.data import RunData
+from ecdysis.report.summary import accommodation, rate_text
 from ecdysis.schemas import DATASETS
 from ecdysis.store import StoreError
 from ecdysis.verification import last_verification
@@ -51,6 +53,9 @@ def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOp
         manifest = artifacts.read_manifest(run)
         counts = {name: artifacts.count(name, run_id=run) for name in DATASETS}
         rounds = artifacts.read("rounds", run_id=run) if counts["rounds"] else []
+        accepted = any(r.accepted for r in rounds)
+        specs = artifacts.read("specs", run_id=run) if accepted else []
+        failures = artifacts.read("failures", run_id=run) if accepted else []
         verification = last_verification(artifacts, run)
         state = liveness(artifacts, run)
     except (StoreError, ValueError) as err:
@@ -62,6 +67,7 @@ def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOp
     console.print(f"state: [{colour}]{state.describe()}[/]", highlight=False)
     _print_verification(verification)
     _print_rounds(rounds)
+    _print_accommodation(RunData(run, manifest, rounds=rounds, specs=specs, failures=failures))
     table = Table(title="rows per dataset")
     table.add_column("dataset")
     table.add_column("rows", justify="right")
@@ -178,4 +184,18 @@ def _print_rounds(rounds: list[RoundResult]) -> None:
         table.add_row(str(r.round), r.method, f"{r.base_score:.3f}",
                       "-" if r.candidate_score is None else f"{r.candidate_score:.3f}",
                       "yes" if r.accepted else "no", str(r.n_failures))
+    console.print(table)
+
+
+def _print_accommodation(run: RunData) -> None:
+    """The model-accommodation rate of the run's accepted changes, overall and per round."""
+    overall, by_round = accommodation(run)
+    if not overall.changes:
+        return
+    table = Table(title=f"accepted changes ({run.method}): harness repair or model-specific accommodation")
+    for column in ("round", "changes", "harness repairs", "accommodations", "unattributed", "accommodation rate"):
+        table.add_column(column, justify="right")
+    for label, rate in [*((str(n), r) for n, r in by_round.items()), ("all", overall)]:
+        table.add_row(label, str(rate.changes), str(rate.repairs), str(rate.accommodations), str(rate.unattributed),
+                      rate_text(rate), end_section=label == str(max(by_round)))
     console.print(table)

@@ -115,6 +115,11 @@ def trim_for_context(records: Sequence[FailureRecord], max_chars: int) -> list[F
     return [_shrink(record, share) for record in records]
 
 
+def shrink_record(record: FailureRecord, budget: int) -> FailureRecord:
+    """``record`` cut to about ``budget`` characters of JSON, as :func:`trim_for_context` cuts each record."""
+    return _shrink(record, budget)
+
+
 def _shrink(record: FailureRecord, budget: int) -> FailureRecord:
     if _size(record) <= budget:
         return record

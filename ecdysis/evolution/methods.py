@@ -37,6 +37,8 @@ class DiagnoserParts:
     store: Store | None = None
     task_models: tuple[str, ...] = ()
     """The run's task models (FDCR attributes failures across them)."""
+    aggregator_model: str | None = None
+    """The model behind failure-group summaries (``models.aggregator``; None: the diagnosis model)."""
     options: dict[str, Any] | None = None
     """Method-specific settings from the config (``training.fdcr_passes``...)."""
 
@@ -58,7 +60,7 @@ class EvolutionMethod:
         return [list(failures)] if self.batch else [[failure] for failure in failures]
 
 
-def _budgets(parts: DiagnoserParts) -> dict[str, int]:
+def _budgets(parts: DiagnoserParts) -> dict[str, Any]:
     return {"max_failure_chars": parts.prompt_budget_chars * 4 // 7,
             "max_source_chars": parts.prompt_budget_chars * 3 // 7}
 
@@ -72,7 +74,7 @@ def _sequential(parts: DiagnoserParts) -> Diagnoser:
 def _batch(parts: DiagnoserParts) -> Diagnoser:
     from ecdysis.evolution.diagnosis import BatchDiagnoser
 
-    return BatchDiagnoser(parts.llm, parts.model, **_budgets(parts))
+    return BatchDiagnoser(parts.llm, parts.model, aggregator_model=parts.aggregator_model, **_budgets(parts))
 
 
 def _fdcr(parts: DiagnoserParts) -> Diagnoser:
@@ -82,7 +84,7 @@ def _fdcr(parts: DiagnoserParts) -> Diagnoser:
     passes = int((parts.options or {}).get("fdcr_passes", 2))
     return FDCRDiagnoser(parts.llm, parts.model, passes=passes, store=parts.store,
                          task_models=list(parts.task_models), harness_budget_chars=budget * 3 // 7,
-                         evidence_budget_chars=budget * 4 // 7)
+                         evidence_budget_chars=budget * 4 // 7, aggregator_model=parts.aggregator_model or parts.model)
 
 
 METHODS: dict[str, EvolutionMethod] = {m.name: m for m in (

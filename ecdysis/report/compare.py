@@ -9,7 +9,15 @@ from rich.table import Table
 
 from ecdysis.metrics import EvalSummary
 from ecdysis.report.data import RunData
-from ecdysis.report.summary import DEFAULT_K, heldout_rows, phase_totals, total_cost, usage_by_role
+from ecdysis.report.summary import (
+    DEFAULT_K,
+    accommodation,
+    heldout_rows,
+    phase_totals,
+    rate_text,
+    total_cost,
+    usage_by_role,
+)
 
 
 def _f(value: float | int | None, digits: int = 3) -> str:
@@ -145,11 +153,25 @@ def _pair_table(title: str, key: str, a: RunData, b: RunData, rows: list[tuple[s
     return table
 
 
+def accommodation_table(a: RunData, b: RunData) -> Table:
+    """The model-accommodation rate of each run's accepted changes (accommodations of attributed changes), overall
+    and per round."""
+    rates = [accommodation(run) for run in (a, b)]
+    table = Table(title="model-accommodation rate of accepted changes")
+    for column in ("round", f"{a.run_id} ({a.method})", f"{b.run_id} ({b.method})"):
+        table.add_column(column, justify="left" if column == "round" else "right")
+    table.add_row("all", rate_text(rates[0][0]), rate_text(rates[1][0]), end_section=True)
+    for n in sorted(set(rates[0][1]) | set(rates[1][1])):
+        cells = [rate_text(by_round[n]) if n in by_round else "-" for _, by_round in rates]
+        table.add_row(str(n), *cells)
+    return table
+
+
 def comparison_tables(a: RunData, b: RunData, k: int = DEFAULT_K) -> list[Table]:
     """Every table of ``ecdysis runs compare``, in print order (training tables only when a run trained)."""
     tables = [runs_table(a, b)]
     if a.rounds or b.rounds:
-        tables += [rounds_table(a, b), phases_table(a, b)]
+        tables += [rounds_table(a, b), phases_table(a, b), accommodation_table(a, b)]
     if a.llm_calls or b.llm_calls:
         tables.append(roles_table(a, b))
     tables.append(heldout_table(a, b, k))

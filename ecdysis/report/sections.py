@@ -20,7 +20,7 @@ from ecdysis.report.markup import (
     tag,
     usd,
 )
-from ecdysis.report.summary import HeldoutRow, phase_names, usage_by_role
+from ecdysis.report.summary import HeldoutRow, accommodation, phase_names, rate_text, usage_by_role
 
 
 def training_section(runs: Sequence[RunData]) -> Html:
@@ -53,6 +53,7 @@ def training_section(runs: Sequence[RunData]) -> Html:
         if phases:
             parts.append(tag("div", charts.fragment(charts.phase_chart(run), f"chart-phases-{i}", height=340),
                              class_="chart"))
+        parts.append(accommodation_table(run, i))
         usage = usage_by_role(run.llm_calls)
         usage_rows[run.label] = [(u.role, u.prompt_tokens, u.completion_tokens) for u in usage]
         parts.append(tag("h4", f"Tokens and cost by role — {run.label}"))
@@ -68,6 +69,19 @@ def training_section(runs: Sequence[RunData]) -> Html:
         parts.append(tag("div", charts.fragment(charts.role_chart(trained, usage_rows), "chart-roles", height=340),
                          class_="chart"))
     return join(parts)
+
+
+def accommodation_table(run: RunData, index: int) -> Html:
+    """The run's accepted changes by kind (harness repair or model-specific accommodation), per round and overall,
+    with the model-accommodation rate."""
+    overall, by_round = accommodation(run)
+    title = tag("h4", f"Model-accommodation rate ({run.method}) — {run.label}")
+    if not overall.changes:
+        return join([title, tag("p", "No accepted change.", class_="note")])
+    rows = [[label, rate.changes, rate.repairs, rate.accommodations, rate.unattributed, rate_text(rate)]
+            for label, rate in [*((str(n), r) for n, r in by_round.items()), ("all", overall)]]
+    return join([title, table(["round", "accepted changes", "harness repairs", "accommodations", "unattributed",
+                               "accommodation rate"], rows, numeric=range(1, 6), id=f"accommodation-{index}")])
 
 
 def evolution_section(runs: Sequence[RunData]) -> Html:

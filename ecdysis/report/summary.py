@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ecdysis.evolution.accommodation import AccommodationRate, accepted_changes, rate_by_round
 from ecdysis.metrics import EvalSummary, is_success, summarize
 from ecdysis.records import LLMCallRecord, RoundResult, Trajectory
 from ecdysis.report.data import RunData
@@ -101,3 +102,18 @@ def total_cost(calls: Iterable[LLMCallRecord]) -> float | None:
     """The summed cost of ``calls``; None when any cost is unknown."""
     costs = [c.cost_usd for c in calls]
     return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+
+def accommodation(run: RunData) -> tuple[AccommodationRate, dict[int, AccommodationRate]]:
+    """The run's model-accommodation rate over its accepted changes, overall and per round that accepted some
+    (:mod:`ecdysis.evolution.accommodation`)."""
+    changes = accepted_changes(run.latest_rounds(), run.specs, run.failures)
+    return AccommodationRate.of(changes), rate_by_round(changes)
+
+
+def rate_text(rate: AccommodationRate) -> str:
+    """``45.5% (5 of 11)`` (accommodations of attributed accepted changes), ``-`` when there are none."""
+    if rate.rate is None:
+        return "-" if not rate.unattributed else f"- ({rate.unattributed} unattributed)"
+    text = f"{rate.rate:.1%} ({rate.accommodations} of {rate.repairs + rate.accommodations})"
+    return text + (f", {rate.unattributed} unattributed" if rate.unattributed else "")

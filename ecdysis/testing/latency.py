@@ -17,7 +17,8 @@ import time
 from typing import IO, Any
 
 REPLY = "ecdysis.testing.tau2_replies:reply"
-MODELS = ("task-gold", "task-repeat", "task-quirky", "user", "diagnoser", "coder", "opencode-coder", "aider-coder")
+MODELS = ("task-gold", "task-repeat", "task-quirky", "user", "diagnoser", "aggregator", "coder", "opencode-coder",
+          "aider-coder")
 
 
 class LatencyServer:

@@ -10,6 +10,7 @@ request's model name and, for τ² roles, finds the task from the conversation i
 | ``task-quirky`` | task model, flaw and slips   | τ²'s scripted ``quirky_agent``                                   |
 | ``user``        | user simulator               | τ²'s scripted ``scripted_user``                                  |
 | ``diagnoser``   | diagnosis, FDCR roles        | τ²'s scripted ``diagnoser``, :mod:`ecdysis.testing.fdcr`        |
+| ``aggregator``  | failure-group summaries      | :func:`ecdysis.testing.aggregation.aggregator`                   |
 | ``coder``       | coding agent                 | τ²'s scripted ``coder``                                          |
 | ``opencode-coder`` | OpenCode's model          | τ²'s scripted ``opencode_coder``                                 |
 | ``aider-coder`` | aider's model                | τ²'s scripted ``aider_coder``                                    |
@@ -114,11 +115,15 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
         return tau.scripted_user(messages, tools, _task_context(messages, "user"))
     if model == "diagnoser":
         return _diagnoser(messages)
+    if model == "aggregator":
+        from ecdysis.testing.aggregation import aggregator
+
+        return aggregator(messages, tools, {})
     if model == "coder":
         return tau.coder(messages, tools, {})
     if model == "opencode-coder":
         return tau.opencode_coder(messages, tools, {})
     if model == "aider-coder":
         return tau.aider_coder(messages, tools, {})
-    raise ValueError(f"the bench stub serves task-gold, task-repeat, task-quirky, user, diagnoser, coder, "
+    raise ValueError(f"the bench stub serves task-gold, task-repeat, task-quirky, user, diagnoser, aggregator, coder, "
                      f"opencode-coder and aider-coder, not {model!r}")

@@ -39,8 +39,32 @@ def test_every_section_ran_and_the_report_names_them(quick: tuple[int, dict[str,
     assert set(report["sections"]) == set(SECTIONS)
     assert report["machine"]["cores"] >= 1
     for title in ("1. Training", "2. Rollout throughput", "3. Memory", "4. τ²-bench", "5. Sandbox", "6. CPU",
-                  "7. Start-up", "8. AgentBench", "9. Grading", "Raw figures"):
+                  "7. Start-up", "8. AgentBench", "9. Failure aggregation", "10. Reduced-data",
+                  "11. Grading", "Raw figures"):
         assert f"## {title}" in text
+
+
+def test_aggregation_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    fig = _figures(quick, "aggregation")
+    rows = {row["failures"]: row for row in fig["rows"]}
+    assert set(rows) == {20, 200}
+    assert (rows[20]["path"], rows[20]["aggregator_calls"]) == ("plain", 0)
+    assert (rows[200]["path"], rows[200]["aggregator_calls"]) == ("aggregated", fig["patterns"])
+    for row in rows.values():
+        assert row["pattern_coverage"] == 1.0 and row["prompt_chars"] > 0 and _positive(row["wall_s"])
+        assert row["se_calls"] == 2 * row["failures"]
+
+
+def test_selection_figures(quick: tuple[int, dict[str, Any], str]) -> None:
+    fig = _figures(quick, "selection")
+    rows = {row["label"]: row for row in fig["rows"]}
+    assert list(rows) == ["all", "novelty", "random-0"]
+    assert rows["all"]["tasks"] == fig["pool"] and len(fig["heldout"]) == 3
+    assert not set(fig["heldout"]) & set(fig["pool"])
+    for label in ("novelty", "random-0"):
+        assert len(rows[label]["tasks"]) == fig["k"] and set(rows[label]["tasks"]) <= set(fig["pool"])
+    for row in rows.values():
+        assert _positive(row["train_wall_s"]) and 0.0 <= row["heldout_accuracy"] <= 1.0
 
 
 def test_training_figures(quick: tuple[int, dict[str, Any], str]) -> None:

@@ -22,8 +22,11 @@ def test_compare_two_runs(built: Built) -> None:
     result = runner.invoke(app, ["runs", "compare", exp.fdcr_run, exp.human_run, "--store", built.uri], env=WIDE)
     assert result.exit_code == 0, result.output
     out = result.output
-    for title in ("runs", "training rounds", "time by phase", "LLM usage by role", "held-out"):
+    for title in ("runs", "training rounds", "time by phase", "LLM usage by role", "held-out",
+                  "model-accommodation rate of accepted changes"):
         assert title in out
+    # rounds 0 and 2 were accepted, each with one change citing failures of many tasks and both models
+    assert "0.0% (0 of 2)" in _line(out, "all", "│")
     assert "ecdysis-fdcr" in _line(out, "method") and "human" in _line(out, "method")
     for number, (base, candidate, accepted) in exp.round_scores.items():
         row = _line(out, f" {number} │", f"{base:.3f}", f"{candidate:.3f}")
@@ -47,3 +50,10 @@ def test_compare_rejects_an_invalid_run_name(built: Built) -> None:
     result = runner.invoke(app, ["runs", "compare", "../etc", built.expected.fdcr_run, "--store", built.uri])
     assert result.exit_code == 1
     assert "is not a valid name" in result.output
+
+
+def test_runs_show_prints_the_accommodation_rate(built: Built) -> None:
+    result = runner.invoke(app, ["runs", "show", built.expected.fdcr_run, "--store", built.uri], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "harness repair or model-specific accommodation" in result.output
+    assert "0.0% (0 of 1)" in _line(result.output, " 2 │") and "0.0% (0 of 2)" in _line(result.output, "all")

@@ -46,6 +46,10 @@ def test_report_shows_every_section(report_file: Path, built: Built) -> None:
     assert len(dom.find_all("details", cls="traj")) == sum(built.expected.trajectories.values())
     for anchor in ("training", "evolution", "heldout", "trajectories"):
         dom.by_id(anchor)
+    rows = dom.by_id("accommodation-0").find_all("tr")[1:]
+    accommodation = [[td.text() for td in row.find_all("td")] for row in rows]
+    assert accommodation == [["0", "1", "1", "0", "0", "0.0% (0 of 1)"], ["2", "1", "1", "0", "0", "0.0% (0 of 1)"],
+                             ["all", "2", "2", "0", "0", "0.0% (0 of 2)"]]
 
 
 def test_unknown_run_is_a_clear_error(built: Built, tmp_path: Path) -> None:

@@ -29,6 +29,9 @@ class FDCRConfig(BaseModel):
     Moderator)."""
     evidence_budget_chars: int = Field(default=16_000, ge=1_000)
     """Characters of failure evidence quoted in the Analyst, Critic and Engineer prompts (half for the Moderator)."""
+    aggregator_model: str | None = None
+    """Model that summarises each systematic pattern when the round's failures exceed ``evidence_budget_chars``
+    (:mod:`ecdysis.evolution.fdcr.summaries`); None: no summaries, the evidence is cut to the budget as it is."""
     task_models: list[str] | None = None
     """Every task model trained in the round, so a pattern confined to one of them is known to be model-specific
     even when the other models had no failures; None uses the models seen in the failures."""

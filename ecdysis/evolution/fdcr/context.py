@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ecdysis.evolution.fdcr.attribution import Attribution
@@ -60,17 +60,21 @@ def _longest_backtick_run(text: str) -> int:
     return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
-def render_evidence(attribution: Attribution, failures: Sequence[FailureRecord], budget_chars: int) -> str:
+def render_evidence(attribution: Attribution, failures: Sequence[FailureRecord], budget_chars: int,
+                    summaries: Mapping[str, str] | None = None) -> str:
     """Each failure record under its pattern: ids, task, model, ending, decision, tool calls and excerpt.
 
     Every failure shown gets an equal share of ``budget_chars`` (at least ``MIN_FAILURE_CHARS``). When even that
     does not fit, failures are taken round-robin across patterns (so no pattern is crowded out) and the rest are
-    named by id only.
+    named by id only. ``summaries`` (signature → a line, :mod:`~ecdysis.evolution.fdcr.summaries`) go under their
+    pattern's heading, and their length comes off the budget first.
     """
     by_id = {f.failure_id: f for f in failures}
+    notes = dict(summaries or {})
     total = sum(len(p.failure_ids) for p in attribution.patterns)
     if total == 0:
         return "(no failure evidence)"
+    budget_chars -= sum(len(line) + 1 for line in notes.values())
     capacity = max(1, budget_chars // MIN_FAILURE_CHARS)
     shown = _round_robin([p.failure_ids for p in attribution.patterns], capacity)
     share = max(MIN_FAILURE_CHARS, budget_chars // max(1, len(shown)))
@@ -78,12 +82,14 @@ def render_evidence(attribution: Attribution, failures: Sequence[FailureRecord],
     omitted_patterns = 0
     for pattern in attribution.patterns:
         listed = [fid for fid in pattern.failure_ids if fid in shown]
-        if not listed:
+        if not listed and pattern.signature not in notes:
             omitted_patterns += 1
             continue
         lines = [f"#### {pattern.pattern_id} `{pattern.signature}` ({pattern.task_scope.value}, "
                  f"{pattern.model_scope.value})"]
-        lines += [_clip(_failure_line(by_id[fid]), share) for fid in listed]
+        if pattern.signature in notes:
+            lines.append(notes[pattern.signature])
+        lines += [_clip(failure_line(by_id[fid]), share) for fid in listed]
         rest = [fid for fid in pattern.failure_ids if fid not in shown]
         if rest:
             more = f" (+{len(rest) - OMITTED_IDS} more)" if len(rest) > OMITTED_IDS else ""
@@ -105,7 +111,8 @@ def _round_robin(groups: Sequence[Sequence[str]], limit: int) -> set[str]:
     return chosen
 
 
-def _failure_line(failure: FailureRecord) -> str:
+def failure_line(failure: FailureRecord) -> str:
+    """One failure as the FDCR prompts quote it: ids, task, model, ending, decision, tool calls, excerpt."""
     calls = "; ".join(_call_text(call) for call in failure.tool_call_history) or "none"
     excerpt = " ".join(failure.context_excerpt.split())
     return (

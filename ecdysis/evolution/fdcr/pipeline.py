@@ -33,6 +33,7 @@ from ecdysis.evolution.fdcr.roles import (
     EngineerOutput,
     LiteralReview,
 )
+from ecdysis.evolution.fdcr.summaries import pattern_summaries
 from ecdysis.llm.errors import StructuredOutputError
 from ecdysis.protocols import LLMClient, Store
 from ecdysis.records import FailureRecord, ModificationSpec, ProposedChange, Role, TokenUsage, stable_hash
@@ -112,8 +113,11 @@ class _Session:
         self.table = self.attribution.to_markdown()
         self.harness = render_harness(files, self.cfg.harness_budget_chars)
         self.harness_short = render_harness(files, self.cfg.harness_budget_chars // 4)
-        self.evidence = render_evidence(self.attribution, self.failures, self.cfg.evidence_budget_chars)
-        self.evidence_short = render_evidence(self.attribution, self.failures, self.cfg.evidence_budget_chars // 2)
+        budget = self.cfg.evidence_budget_chars
+        summaries = pattern_summaries(self.llm, self.cfg.aggregator_model, self.attribution, self.failures, budget,
+                                      run_id=run_id, round=round) if self.cfg.aggregator_model else {}
+        self.evidence = render_evidence(self.attribution, self.failures, budget, summaries)
+        self.evidence_short = render_evidence(self.attribution, self.failures, budget // 2, summaries)
         self.journal = TurnJournal(owner.store, run_id, round)
         self.report = FDCRReport(run_id=run_id, round=round, passes=self.cfg.passes,
                                  models={r.value: m for r, m in self.cfg.models.items()},
