@@ -70,6 +70,8 @@ class Sizes:
     """Tasks per subset of the reduced-data section (which runs at ``train_latency_s`` on ``train_tasks``)."""
     selection_seeds: tuple[int, ...] = (0, 1, 2)
     selection_heldout: int = 10
+    selection_rounds: int = 3
+    """Training rounds of each run of the reduced-data section."""
 
 
 FULL = Sizes()
@@ -80,7 +82,7 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
               docker_cpu_episodes=4, startup_repeats=1, grading_tasks=2, grading_mix_tasks=2,
               aggregation_latency_s=0.05, aggregation_sizes=(20, 200), selection_k=2, selection_seeds=(0,),
-              selection_heldout=3)
+              selection_heldout=3, selection_rounds=1)
 
 
 def machine() -> dict[str, Any]:
@@ -129,7 +131,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "aggregation": lambda: aggregation_bench.run(sizes.aggregation_latency_s, sizes=sizes.aggregation_sizes),
         "selection": lambda: selection_bench.run(sizes.train_latency_s, pool=sizes.train_tasks, k=sizes.selection_k,
                                                  seeds=sizes.selection_seeds, n_heldout=sizes.selection_heldout,
-                                                 max_rounds=sizes.train_rounds),
+                                                 max_rounds=sizes.selection_rounds),
         "grading": lambda: grading_bench.section(sizes.grading_tasks, sizes.grading_mix_tasks),
     }
     out: dict[str, Any] = {}

@@ -59,8 +59,9 @@ def test_regrade_agrees_and_reports_a_tampered_grade(retail: TauDomain) -> None:
 
 
 def test_benchmarks_without_an_official_adapter_are_refused_by_name() -> None:
-    with pytest.raises(NoOfficialAdapter, match=r"export is not available for benchmark 'agentbench-os'.*: tau2"):
-        adapter("agentbench-os", "ecdysis export")
+    with pytest.raises(NoOfficialAdapter, match=r"export is not available for benchmark 'refund-desk'.*: tau2, "
+                                                 r"agentbench-db, agentbench-os"):
+        adapter("refund-desk", "ecdysis export")
 
 
 FORWARD = '''
