@@ -13,6 +13,7 @@ from ecdysis.records import EventKind, Phase, Role, RunEvent
 
 DEFAULT_FLUSH_S = 2.0
 DEFAULT_HEARTBEAT_S = 10.0
+TERMINAL = frozenset({EventKind.RUN_FINISHED, EventKind.RUN_FAILED})
 MAX_BUFFER = 100_000
 """Events kept while the store refuses writes; older ones are dropped beyond this (progress, never evidence)."""
 
@@ -49,6 +50,8 @@ class EventLog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned = False
+        self._ended = False
+        """A terminal event (run finished or failed) was emitted: no heartbeat may follow it."""
 
     def start(self) -> EventLog:
         """Start the flush and heartbeat thread; returns self."""
@@ -59,11 +62,15 @@ class EventLog:
 
     def emit(self, kind: EventKind, *, round: int | None = None, phase: Phase | None = None, done: int = 0,
              total: int = 0, failures: int = 0, tokens: int = 0, cost_usd: float = 0.0, role: Role | None = None,
-             payload: dict[str, Any] | None = None) -> RunEvent:
-        """Record one event (``round`` defaults to the last one given); it reaches the store with the next flush."""
+             payload: dict[str, Any] | None = None) -> RunEvent | None:
+        """Record one event (``round`` defaults to the last one given); it reaches the store with the next flush.
+        A heartbeat after the run's terminal event is not recorded (None)."""
         with self._lock:
+            if kind is EventKind.HEARTBEAT and self._ended:
+                return None
             if round is not None:
                 self.round = round
+            self._ended = self._ended or kind in TERMINAL
             self._seq += 1
             event = RunEvent(event_id=uuid.uuid4().hex, run_id=self.run_id, round=self.round, seq=self._seq,
                              kind=kind, phase=phase, done=done, total=total, failures=failures, tokens=tokens,
@@ -116,8 +123,12 @@ class EventLog:
             self._wake.clear()
             if time.monotonic() - last_beat >= self.heartbeat_s:
                 last_beat = time.monotonic()
-                self.emit(EventKind.HEARTBEAT, payload={"interval_s": self.heartbeat_s})
+                self._beat()
             self.flush()
+
+    def _beat(self) -> None:
+        """A heartbeat, unless the run has already ended (its terminal event stays the last one)."""
+        self.emit(EventKind.HEARTBEAT, payload={"interval_s": self.heartbeat_s})
 
     def _warn(self, exc: Exception) -> None:
         if not self._warned:

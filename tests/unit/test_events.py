@@ -149,3 +149,15 @@ def test_events_are_followed_from_an_s3_store(s3_bucket: str) -> None:
     log.close()
     assert [e.kind for e in follower.poll()] == [EventKind.RUN_STARTED, EventKind.RUN_FINISHED]
     assert liveness(store, "r6").state == "finished"
+
+
+def test_a_run_ends_with_its_terminal_event_not_a_heartbeat(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    log = EventLog(store, "r4", flush_s=60, heartbeat_s=60)  # no thread: the heartbeat thread's call is made here
+    log.emit(EventKind.RUN_STARTED, round=0)
+    assert log.emit(EventKind.HEARTBEAT) is not None
+    log.emit(EventKind.RUN_FINISHED)
+    assert log.emit(EventKind.HEARTBEAT) is None  # a beat racing the end of the run is not recorded
+    log.close()
+    kinds = [e.kind for e in sorted(store.read("events", run_id="r4"), key=lambda e: e.seq)]
+    assert kinds == [EventKind.RUN_STARTED, EventKind.HEARTBEAT, EventKind.RUN_FINISHED]
