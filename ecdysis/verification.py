@@ -59,7 +59,7 @@ def export_run(store: ArtifactStore, run_id: str, out_dir: Path, *, only: tuple[
     trajectories = run_trajectories(store, run_id)
     if not trajectories:
         raise ValueError(f"run {run_id!r} has no trajectories to export")
-    other = sorted({t.task.benchmark for t in trajectories} - set(only or {t.task.benchmark for t in trajectories}))
+    other = sorted({t.task.benchmark for t in trajectories} - set(only)) if only is not None else []
     if other:
         raise ValueError(f"run {run_id!r} holds {', '.join(other)} trajectories, which format {format_name!r} does "
                          f"not cover (it covers {', '.join(only or ())}); use --format native")

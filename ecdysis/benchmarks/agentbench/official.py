@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -103,9 +104,7 @@ def export(trajectories: Iterable[Trajectory], out_dir: Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         runs = folder / "runs.jsonl"
         runs.write_text("".join(json.dumps(task_output(i, t)) + "\n" for i, t in enumerate(group)))
-        statuses: dict[str, int] = {}
-        for t in group:
-            statuses[sample_status(t.termination_reason)] = statuses.get(sample_status(t.termination_reason), 0) + 1
+        statuses = Counter(sample_status(t.termination_reason) for t in group)
         overall = {"total": len(group), "validation": {k: v / len(group) for k, v in sorted(statuses.items())},
                    "custom": {"overall": {"acc": sum(is_success(t.reward) for t in group) / len(group)}}}
         (folder / "overall.json").write_text(json.dumps(overall, indent=2))
