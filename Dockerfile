@@ -1,25 +1,47 @@
-# The Ecdysis driver/worker image: the package, Ray and the CLI. Rollout sandboxes are sibling containers started
-# through the node's Docker socket (mount /var/run/docker.sock), or the process sandbox where no daemon answers.
+# The Ecdysis driver/worker image: the package, Ray and the CLI in a virtualenv at /opt/venv. Rollout sandboxes are
+# sibling containers started through the node's Docker socket (mount /var/run/docker.sock), or the process sandbox
+# where no daemon answers. Build it with `cluster/build-image.sh`, which needs no registry and no index inside the
+# build: it builds every wheel on the host first (build/image-wheels/) and stamps the version and git commit.
 #
-#   docker build -t ecdysis:latest .                                   # with a registry
-#   docker build --build-arg BASE_IMAGE=ecdysis-sandbox-base:local .   # air-gapped: any local image with python3
-ARG BASE_IMAGE=python:3.11-slim
+#   bash cluster/build-image.sh                           # ecdysis:<version> on the Debian rootfs, offline
+#   BASE_IMAGE=python:3.11-slim bash cluster/build-image.sh  # any base with python3 (3.11) works
+ARG BASE_IMAGE=ecdysis-sandbox-rootfs:local
+
+FROM ${BASE_IMAGE} AS install
+# Wheels only, no index: pip runs from its own wheel, so the base needs neither pip nor ensurepip, and pip itself
+# does not end up in the image. Left out as well: the packages' own test suites, Ray's Java jars and LiteLLM's proxy
+# web UI (none is imported by a node); bytecode is compiled once here, so no node compiles it at start-up.
+COPY build/image-wheels /wheels
+RUN python3 -m venv --without-pip /opt/venv \
+    && /opt/venv/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-index --no-cache-dir --no-compile \
+        --disable-pip-version-check --find-links /wheels ecdysis \
+    && cd /opt/venv/lib/python3.11/site-packages \
+    && find . -depth -type d -name tests -exec rm -rf {} + \
+    && rm -rf ray/jars litellm/proxy/_experimental/out \
+    && /opt/venv/bin/python -m compileall -q -j 0 /opt/venv/lib > /dev/null
+
 FROM ${BASE_IMAGE}
-
-ENV PYTHONUNBUFFERED=1 \
+ARG VERSION=unknown
+ARG GIT_COMMIT=unknown
+LABEL org.opencontainers.image.title="ecdysis" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${GIT_COMMIT}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      ecdysis=1 ecdysis.role=node
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
     LITELLM_LOCAL_MODEL_COST_MAP=True \
-    PIP_NO_CACHE_DIR=1
-
+    ECDYSIS_VERSION=${VERSION} \
+    ECDYSIS_GIT_COMMIT=${GIT_COMMIT}
+COPY --from=install /opt/venv /opt/venv
+# The example configs at a stable path, for cluster manifests (`ecdysis train /opt/ecdysis/ecdysis/configs/...`).
+COPY ecdysis/configs /opt/ecdysis/ecdysis/configs
 WORKDIR /opt/ecdysis
-COPY pyproject.toml README.md ./
-COPY ecdysis ./ecdysis
-COPY sandbox ./sandbox
-# WHEELS lets air-gapped builds install from wheels downloaded on a machine that reaches an index.
-ARG WHEELS=""
-RUN if [ -n "$WHEELS" ]; then pip install --no-index --find-links "$WHEELS" . ; else pip install . ; fi
-
-# Ray's head/worker processes run as this user; the Docker socket's group must be granted at run time.
-RUN useradd --create-home --uid 1000 ecdysis
-USER ecdysis
+# Ray's head/worker processes run as this user; the Docker socket's group must be granted at run time
+# (`--group-add <gid of /var/run/docker.sock>`).
+RUN useradd --create-home --uid 1000 ecdysis 2>/dev/null || echo "ecdysis:x:1000:1000::/home/ecdysis:/bin/sh" >> /etc/passwd \
+    ; mkdir -p /home/ecdysis && chown 1000:1000 /home/ecdysis
+USER 1000:1000
+ENV HOME=/home/ecdysis
 ENTRYPOINT ["ecdysis"]
 CMD ["--help"]

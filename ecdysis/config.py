@@ -131,6 +131,9 @@ class RolloutsConfig(Section):
 
     workers: int | None = Field(default=None, ge=1)
     """Rollout worker actors (None: one per CPU of the Ray cluster)."""
+    worker_resources: dict[str, float] = Field(default_factory=dict)
+    """Custom Ray resources each rollout worker needs, e.g. ``{"rollout": 1}`` to keep rollouts on the nodes that
+    offer it (``cluster/local-cluster.sh`` gives its worker nodes ``rollout`` units, the head none)."""
     episodes_per_worker: int = Field(default=8, ge=1)
     """Episodes one worker runs at once (they mostly wait on the model)."""
     max_attempts: int = Field(default=3, ge=1)

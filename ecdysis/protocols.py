@@ -137,8 +137,12 @@ class EpisodeRequest(BaseModel):
 
     task: Task
     harness_dir: Path
-    """The harness bundle folder (``harness.py`` inside)."""
+    """The harness bundle folder (``harness.py`` inside) on the driver's node; a node without it materialises the
+    bundle from the store by ``harness_hash``."""
     harness_hash: str
+    harness_image: str | None = None
+    """The harness image the driver published (``registry/ecdysis-harness@sha256:…``), pulled by digest on each node
+    instead of built there; None without a registry."""
     model: str
     """The task model (any gateway model string)."""
     user_model: str | None = None

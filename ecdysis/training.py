@@ -42,7 +42,8 @@ def rollout_settings(config: RunConfig) -> RolloutSettings:
     r = config.rollouts
     return RolloutSettings(
         store_uri=config.storage.uri, gateway=config.llm, sandbox=config.sandbox, benchmarks=[config.benchmark],
-        workers=r.workers, episodes_per_worker=r.episodes_per_worker, max_attempts=r.max_attempts,
+        workers=r.workers, worker_resources=r.worker_resources, episodes_per_worker=r.episodes_per_worker,
+        max_attempts=r.max_attempts,
         max_steps=r.max_steps, wall_clock_s=r.wall_clock_s,
     )
 
@@ -219,11 +220,14 @@ def default_run_id(config: RunConfig, method: str) -> str:
 
 
 def start_driver(config: RunConfig, *, method: str, run_id: str, **options: Any) -> Any:
-    """The driver as a Ray actor (the head node's CPUs stay free for rollouts: it reserves none)."""
+    """The driver as a Ray actor on the caller's node (it reserves no CPU, so that node's CPUs stay free for
+    rollouts; where the CLI runs, the driver's disk, Docker socket and registry access are)."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     remote_cls: Any = ray.remote(TrainingDriver)
     # A resumed run must not wait for Ray to forget a killed driver's name: each start gets its own.
     name = f"ecdysis-driver-{run_id}-{uuid.uuid4().hex[:6]}"
-    actor_cls = remote_cls.options(num_cpus=0, name=name, max_restarts=0)
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    actor_cls = remote_cls.options(num_cpus=0, name=name, max_restarts=0, scheduling_strategy=here)
     return actor_cls.remote(config, method=method, run_id=run_id, **options)

@@ -9,9 +9,10 @@
 set -uo pipefail
 
 # build tools for llama-cpp-python; debootstrap for the sandbox base image; bubblewrap for the process sandbox;
-# chromium for the report's browser tests; mariadb-server for AgentBench's DBBench.
+# chromium for the report's browser tests; mariadb-server for AgentBench's DBBench; docker-registry (the CNCF
+# distribution registry) for harness images carried to cluster nodes.
 default_packages="ca-certificates build-essential cmake git python3 python3-venv python3-dev debootstrap bubblewrap
-chromium mariadb-server"
+chromium mariadb-server docker-registry"
 read -r -a wanted <<<"$(echo ${ECDYSIS_HOST_PACKAGES:-$default_packages})"
 
 missing=()
@@ -46,8 +47,8 @@ if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
         >/dev/null; then
     advise "apt-get could not install ${missing[*]}"
 fi
-# A package's own service (mariadb) must not keep running: Ecdysis starts its own servers on loopback.
-for service in mariadb mysql; do
+# A package's own service (mariadb, the registry) must not keep running: Ecdysis starts its own servers on loopback.
+for service in mariadb mysql docker-registry; do
     if command -v service >/dev/null 2>&1 && [[ -x /etc/init.d/$service ]]; then
         as_root service "$service" stop >/dev/null 2>&1 || true
     fi

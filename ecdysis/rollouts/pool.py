@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ecdysis.records import TerminationReason, Trajectory
+from ecdysis.rollouts.distribution import HarnessDistribution
 from ecdysis.rollouts.settings import RolloutSettings
 from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory, unrecordable
 
@@ -50,6 +51,8 @@ class RolloutPool:
         """Usage spent elsewhere in the run (the driver's diagnosis and coding calls) counted against the budget."""
         self.trajectory_nodes: dict[str, str] = {}
         """Trajectory id → Ray node id of the worker that returned it (lost attempts have no entry)."""
+        self.distribution = HarnessDistribution(settings.sandbox, store)
+        """Stores each harness for the nodes and, with a registry, publishes its image once."""
 
     def _new_worker(self) -> Any:
         worker: Any = self._actor_cls.remote(self.settings)
@@ -83,6 +86,7 @@ class RolloutPool:
         import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
+        requests = self.distribution.prepare(requests)
         results: dict[int, Trajectory] = {}
         pending: list[tuple[int, int]] = [(i, 0) for i in range(len(requests))]  # (request index, attempt)
         in_flight: dict[Any, tuple[int, int, Any, Any]] = {}
@@ -194,6 +198,7 @@ class RolloutPool:
         for worker in self._workers:
             ray.kill(worker)
         self._workers = []
+        self.distribution.close()
 
 
 def store_trajectory(store: Any, trajectory: Trajectory) -> Trajectory:

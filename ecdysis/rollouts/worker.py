@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from ecdysis.records import TerminationReason, Trajectory
@@ -36,6 +39,7 @@ class RolloutWorker:
         self._gateway: Any = None
         self._backend: Any = None
         self._lock = threading.Lock()
+        self._bundle_root: Path | None = None
         # Build and load the benchmarks while this process has one thread: a first τ² import racing with sandbox
         # forks in other threads broke loguru's locks (a crash or a hang) in about 1 of 8 first episodes.
         self.benchmarks = {config.name: build(config) for config in settings.benchmarks}
@@ -70,6 +74,7 @@ class RolloutWorker:
         started = time.monotonic()
         try:
             _, gateway, backend = self._parts()
+            request = self._on_this_node(request, backend)
             benchmark = self.benchmarks.get(request.task.benchmark)
             if benchmark is None:
                 raise ValueError(f"this pool runs no benchmark {request.task.benchmark!r} (it runs "
@@ -82,12 +87,29 @@ class RolloutWorker:
             return failed_trajectory(request, TerminationReason.INFRASTRUCTURE_ERROR, detail,
                                      wall_time_s=time.monotonic() - started)
 
+    def _on_this_node(self, request: Any, backend: Any) -> Any:
+        """The request with its harness reachable here: the bundle materialised from the store when this node does
+        not share the driver's disk, and the published image (if any) pinned in the backend."""
+        from ecdysis.harness.blobs import HarnessBlobs
+
+        if request.harness_image:
+            backend.pin_image(request.harness_hash, request.harness_image)
+        if (Path(request.harness_dir) / "harness.py").is_file():
+            return request
+        with self._lock:
+            if self._bundle_root is None:
+                self._bundle_root = Path(tempfile.mkdtemp(prefix="ecdysis-worker-"))
+            folder = HarnessBlobs(self._store, self._bundle_root).materialize(request.harness_hash)
+        return request.model_copy(update={"harness_dir": folder})
+
     def shutdown(self) -> None:
-        """Close sandboxes and flush accounting."""
+        """Close sandboxes, flush accounting and remove the bundles materialised here."""
         if self._gateway is not None:
             self._gateway.flush()
         if self._backend is not None:
             self._backend.shutdown()
+        if self._bundle_root is not None:
+            shutil.rmtree(self._bundle_root, ignore_errors=True)
 
 
 def failed_trajectory(request: Any, reason: TerminationReason, detail: str, *, wall_time_s: float = 0.0) -> Trajectory:

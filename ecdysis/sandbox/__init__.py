@@ -17,7 +17,7 @@ from ecdysis.sandbox.config import (
     make_backend,
 )
 from ecdysis.sandbox.driver import EndEpisode, HandlerError, ProtocolOutcome, run_protocol
-from ecdysis.sandbox.errors import ProtocolViolation, SandboxError, SandboxExited, SandboxUnavailable
+from ecdysis.sandbox.errors import ProtocolViolation, RegistryError, SandboxError, SandboxExited, SandboxUnavailable
 
 __all__ = [
     "AutoSandboxConfig",
@@ -28,6 +28,7 @@ __all__ = [
     "ProcessSandboxConfig",
     "ProtocolOutcome",
     "ProtocolViolation",
+    "RegistryError",
     "SandboxConfig",
     "SandboxError",
     "SandboxExited",

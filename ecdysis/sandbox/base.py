@@ -163,6 +163,10 @@ class PooledBackend(ABC):
     def _launch(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         """Start one sandbox (not yet ready)."""
 
+    def pin_image(self, bundle_hash: str, reference: str) -> None:
+        """Run ``bundle_hash`` from the published image ``reference``; backends that run no images ignore it."""
+        return None
+
     def acquire(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         """A started sandbox for the bundle, past ``ready``, waiting for ``start``."""
         with self._lock:

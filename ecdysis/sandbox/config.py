@@ -43,8 +43,9 @@ class DockerSandboxConfig(_Common):
     docker_host: str | None = None
     """Docker daemon URL; None uses the environment (``DOCKER_HOST`` or the local socket)."""
     registry: str | None = None
-    """Registry (``host:port/path``) for per-harness images: each node pulls an image another node pushed before
-    building it, and pushes what it builds. None: every node builds from the bundle in the store on first use."""
+    """Registry (``host:port``) that carries each harness to the nodes: the driver builds a harness's image once and
+    pushes it; every node pulls it by digest before its first episode with that harness (a failed pull is an
+    infrastructure fault, retried elsewhere). None: every node builds the image from the bundle on first use."""
     network_mode: str = "none"
     """Container network; ``none`` means no interface but loopback."""
     read_only: bool = True

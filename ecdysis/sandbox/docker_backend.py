@@ -14,7 +14,12 @@ from typing import Any
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.config import DockerSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
-from ecdysis.sandbox.images import ensure_harness_image, prune_harness_images
+from ecdysis.sandbox.images import (
+    ensure_harness_image,
+    prune_harness_images,
+    publish_harness_image,
+    pull_harness_image,
+)
 from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
 
 log = logging.getLogger(__name__)
@@ -119,6 +124,7 @@ class DockerBackend(PooledBackend):
         super().__init__(warm_pool=self.config.warm_pool, start_timeout_s=self.config.start_timeout_s,
                          warm_bundles=self.config.warm_bundles)
         self._images: dict[str, str] = {}
+        self._pinned: dict[str, str] = {}
         self._image_lock = threading.Lock()
         self._host_config_cache: dict[str, Any] | None = None
         # Containers of owners that died without cleaning up (a killed worker) go when the next backend starts.
@@ -126,13 +132,20 @@ class DockerBackend(PooledBackend):
             self.remove_leftovers()
 
     def image_for(self, bundle_dir: Path, bundle_hash: str) -> tuple[str, bool]:
-        """The bundle's image tag, built on first use; returns (tag, built_now)."""
+        """The image this node runs the bundle in; returns (image, built_now).
+
+        A bundle pinned to a published image (`pin_image`) is pulled by digest and never built here; any other is
+        built on first use from its folder.
+        """
         with self._image_lock:
             tag = self._images.get(bundle_hash)
+            pinned = self._pinned.get(bundle_hash)
         if tag is not None:
             return tag, False
-        tag, built = ensure_harness_image(self.client, Path(bundle_dir), bundle_hash, self.config.base_image,
-                                          self.config.registry)
+        if pinned is not None:
+            tag, built = pull_harness_image(self.client, pinned, bundle_hash), False
+        else:
+            tag, built = ensure_harness_image(self.client, Path(bundle_dir), bundle_hash, self.config.base_image)
         with self._image_lock:
             self._images[bundle_hash] = tag
         if built and self.config.keep_images:
@@ -141,6 +154,22 @@ class DockerBackend(PooledBackend):
             except Exception as exc:  # housekeeping must never fail a rollout
                 log.warning("pruning old harness images failed: %s", exc)
         return tag, built
+
+    def pin_image(self, bundle_hash: str, reference: str) -> None:
+        """Run ``bundle_hash`` in the image ``reference`` (``registry/repo@sha256:…``) the driver published: pulled
+        before the first sandbox of that bundle, never built here."""
+        with self._image_lock:
+            if self._pinned.get(bundle_hash) != reference:
+                self._pinned[bundle_hash] = reference
+                self._images.pop(bundle_hash, None)
+
+    def publish(self, bundle_dir: Path, bundle_hash: str) -> str | None:
+        """Build the bundle's image once and push it to the configured registry; returns its digest reference, or
+        None without a registry (each node then builds from the bundle itself)."""
+        if not self.config.registry:
+            return None
+        return publish_harness_image(self.client, Path(bundle_dir), bundle_hash, self.config.base_image,
+                                     self.config.registry)
 
     def _launch(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         try:

@@ -33,3 +33,8 @@ class SandboxExited(SandboxError):
 
 class SandboxUnavailable(SandboxError):
     """A sandbox could not be started at all (no image, no daemon, the runtime never said ready)."""
+
+
+class RegistryError(SandboxError):
+    """The driver could not publish a harness image to the registry, so no node could run that harness (a systemic
+    fault of the run, not of any episode)."""

@@ -1,5 +1,6 @@
 """Per-harness images ``ecdysis-harness:<bundle sha>``: the base image plus the bundle at /harness (read-only),
-built once through the docker SDK from an in-memory tar context."""
+built once through the docker SDK from an in-memory tar context. With a registry, the driver builds and pushes
+each image once (`publish_harness_image`) and nodes pull it by digest (`pull_harness_image`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ecdysis.harness.files import bundle_files
-from ecdysis.sandbox.errors import SandboxUnavailable
+from ecdysis.sandbox.errors import RegistryError, SandboxUnavailable
 from ecdysis.sandbox.runtime import RUNTIME_PATH, runtime_hash
 
 log = logging.getLogger(__name__)
@@ -63,16 +64,14 @@ def build_context(bundle_dir: Path, base_image: str) -> bytes:
 
 
 def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_image: str,
-                         registry: str | None = None) -> tuple[str, bool]:
-    """The image tag for the bundle, building it when missing or stale; returns (tag, built_now).
+                         repository: str = IMAGE_REPOSITORY) -> tuple[str, bool]:
+    """The image tag ``repository:bundle_hash``, building it when missing or stale; returns (tag, built_now).
 
     An existing image is reused when its labels match the bundle, the runtime and the base image id, so building
     the same bundle twice is a no-op. A rebuilt tag's previous image is removed so no dangling image stays.
-    With a ``registry``, a node first tries to pull the image another node pushed, and pushes what it builds.
     """
     import docker.errors
 
-    repository = f"{registry.rstrip('/')}/{IMAGE_REPOSITORY}" if registry else IMAGE_REPOSITORY
     tag = f"{repository}:{bundle_hash}"
     try:
         base_id = client.images.get(base_image).id
@@ -91,8 +90,7 @@ def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_i
             if all(previous.labels.get(key) == value for key, value in labels.items()):
                 return tag, False
         except docker.errors.ImageNotFound:
-            if registry and _pull(client, repository, bundle_hash, labels):
-                return tag, False
+            pass
         context = build_context(bundle_dir, base_image)
         try:
             image, _ = client.images.build(fileobj=io.BytesIO(context), custom_context=True, tag=tag, labels=labels,
@@ -105,9 +103,63 @@ def ensure_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_i
             except docker.errors.APIError:
                 log.info("could not remove the stale image %s (still in use?)", previous.id)
         log.info("built %s", tag)
-        if registry:
-            _push(client, repository, bundle_hash)
         return tag, True
+
+
+def publish_harness_image(client: Any, bundle_dir: Path, bundle_hash: str, base_image: str, registry: str) -> str:
+    """Build the bundle's image here (once) and push it to ``registry``; returns its reference by digest,
+    ``<registry>/ecdysis-harness@sha256:…``, which every node pulls instead of building.
+
+    Raises `RegistryError` when the push fails: the driver cannot hand the harness to the nodes (a systemic fault).
+    """
+    repository = f"{registry.rstrip('/')}/{IMAGE_REPOSITORY}"
+    tag, _ = ensure_harness_image(client, bundle_dir, bundle_hash, base_image, repository)
+    digest = None
+    try:
+        for line in client.images.push(repository, tag=bundle_hash, stream=True, decode=True):
+            if "error" in line:
+                raise RegistryError(f"pushing {tag} failed: {line['error']}")
+            digest = line.get("aux", {}).get("Digest") or digest
+    except RegistryError:
+        raise
+    except Exception as exc:
+        raise RegistryError(f"pushing {tag} to {registry} failed: {type(exc).__name__}: {exc}") from exc
+    if not digest:
+        raise RegistryError(f"the registry {registry} accepted {tag} but reported no digest")
+    log.info("published %s as %s@%s", tag, repository, digest)
+    return f"{repository}@{digest}"
+
+
+def pull_harness_image(client: Any, reference: str, bundle_hash: str) -> str:
+    """Pull the image ``reference`` (``repository@sha256:…``) unless this host has it; returns the reference.
+
+    The image must be the bundle's (its ``ecdysis.bundle`` label) and carry this node's runtime. Any failure is a
+    `SandboxUnavailable`: the episode ends as an infrastructure fault and is retried, never counted against the
+    harness.
+    """
+    import docker.errors
+
+    repository, separator, digest = reference.partition("@")
+    if not separator or not digest.startswith("sha256:"):
+        raise SandboxUnavailable(f"harness image reference {reference!r} does not name a digest")
+    try:
+        image = client.images.get(reference)
+    except docker.errors.ImageNotFound:
+        try:
+            image = client.images.pull(repository, tag=digest)
+        except Exception as exc:
+            raise SandboxUnavailable(f"could not pull the harness image {reference}: {type(exc).__name__}: "
+                                     f"{exc}") from exc
+        log.info("pulled %s", reference)
+    except docker.errors.DockerException as exc:
+        raise SandboxUnavailable(f"could not inspect {reference}: {exc}") from exc
+    labels = image.labels or {}
+    if labels.get("ecdysis.bundle") != bundle_hash:
+        raise SandboxUnavailable(f"{reference} holds bundle {labels.get('ecdysis.bundle')!r}, not {bundle_hash}")
+    if labels.get("ecdysis.runtime") != runtime_hash():
+        raise SandboxUnavailable(f"{reference} was built with another sandbox runtime than this node's (a node "
+                                 "running another Ecdysis version?)")
+    return reference
 
 
 def prune_harness_images(client: Any, keep: int) -> list[str]:
@@ -128,23 +180,3 @@ def prune_harness_images(client: Any, keep: int) -> list[str]:
         except docker.errors.APIError as exc:  # in use by a container, or already gone
             log.info("keeping image %s: %s", image.id, exc)
     return removed
-
-
-def _pull(client: Any, repository: str, bundle_hash: str, labels: dict[str, str]) -> bool:
-    """Whether the registry had this bundle's image, built on the same runtime and base image."""
-    try:
-        image = client.images.pull(repository, tag=bundle_hash)
-    except Exception as exc:  # not pushed yet, or the registry is unreachable: build locally
-        log.info("no %s:%s in the registry (%s); building it here", repository, bundle_hash, exc)
-        return False
-    return all(image.labels.get(key) == value for key, value in labels.items())
-
-
-def _push(client: Any, repository: str, bundle_hash: str) -> None:
-    """Push a freshly built image; a failed push only costs other nodes a local build."""
-    try:
-        for line in client.images.push(repository, tag=bundle_hash, stream=True, decode=True):
-            if "error" in line:
-                raise RuntimeError(line["error"])
-    except Exception as exc:
-        log.warning("pushing %s:%s failed (%s); other nodes will build it themselves", repository, bundle_hash, exc)
