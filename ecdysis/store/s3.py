@@ -1,14 +1,19 @@
 """A store backend on any S3-compatible service (AWS, MinIO, Ceph, moto) through boto3.
 
 The endpoint comes from ``ECDYSIS_S3_ENDPOINT_URL`` (else ``AWS_ENDPOINT_URL``, else AWS itself); credentials
-from the standard AWS chain. Addressing is path-style and retries/timeouts are bounded, so an unreachable
-endpoint fails within seconds with :class:`EndpointUnreachableError`.
+from the standard AWS chain. Addressing is path-style and retries/timeouts are bounded, so an endpoint that is
+unreachable when the store is opened fails within seconds with :class:`EndpointUnreachableError`. Once open, an
+outage (a restarted or paused server, a network blip) is waited out for up to ``ECDYSIS_S3_OUTAGE_S`` seconds
+(default 300) with a warning, so a run pauses instead of failing; past that the error is raised.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, NoReturn
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -26,8 +31,14 @@ from botocore.exceptions import (
 from ecdysis.store.errors import BucketNotFoundError, EndpointUnreachableError, StoreAccessError, StoreError
 
 CONNECT_TIMEOUT_S = 3
-READ_TIMEOUT_S = 30
-MAX_ATTEMPTS = 3
+# Records are small; a server that has not answered in 10 s (twice) is taken to be out, and the wait is reported.
+READ_TIMEOUT_S = 10
+MAX_ATTEMPTS = 2
+DEFAULT_OUTAGE_S = 300.0
+RETRY_PAUSE_S = 2.0
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _UNREACHABLE = (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError)
 _DENIED_CODES = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"}
@@ -46,6 +57,8 @@ class S3Backend:
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         endpoint = endpoint_url or endpoint_from_env()
+        self.outage_s = float(os.environ.get("ECDYSIS_S3_OUTAGE_S", DEFAULT_OUTAGE_S))
+        """How long an operation waits for an endpoint that stopped answering before it raises."""
         session = boto3.session.Session()
         config = Config(
             connect_timeout=CONNECT_TIMEOUT_S,
@@ -75,16 +88,38 @@ class S3Backend:
     def location(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
+    def _waiting_out_outages(self, action: str, where: str, operation: Callable[[], T]) -> T:
+        """Run ``operation``; while the endpoint is unreachable, retry it every few seconds for up to
+        ``outage_s``, warning once when the wait starts and once when it ends."""
+        started: float | None = None
+        while True:
+            try:
+                result = operation()
+            except _UNREACHABLE as err:
+                now = time.monotonic()
+                if started is None:
+                    started = now
+                    log.warning("S3 endpoint %s is not answering (%s %s: %s); waiting up to %.0f s for it to come "
+                                "back", self.endpoint, action, where, type(err).__name__, self.outage_s)
+                if now - started >= self.outage_s:
+                    raise
+                time.sleep(RETRY_PAUSE_S)
+                continue
+            if started is not None:
+                log.warning("S3 endpoint %s answers again after %.0f s (%s %s)", self.endpoint,
+                            time.monotonic() - started, action, where)
+            return result
+
     def put(self, key: str, data: bytes) -> None:
         try:
-            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            self._waiting_out_outages("write", self.location(key), lambda: self._client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data))
         except (ClientError, BotoCoreError) as err:
             self._raise(err, "write", self.location(key))
 
     def get(self, key: str) -> bytes | None:
         try:
-            response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
-            return bytes(response["Body"].read())
+            return self._waiting_out_outages("read", self.location(key), lambda: self._get(key))
         except ClientError as err:
             if _code(err) in ("NoSuchKey", "404"):
                 return None
@@ -92,9 +127,14 @@ class S3Backend:
         except BotoCoreError as err:
             self._raise(err, "read", self.location(key))
 
+    def _get(self, key: str) -> bytes:
+        response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+        return bytes(response["Body"].read())
+
     def exists(self, key: str) -> bool:
         try:
-            self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            self._waiting_out_outages("stat", self.location(key), lambda: self._client.head_object(
+                Bucket=self.bucket, Key=self._key(key)))
             return True
         except ClientError as err:
             if _code(err) in ("NoSuchKey", "404", "NotFound"):
@@ -106,13 +146,18 @@ class S3Backend:
     def list(self, prefix: str) -> list[str]:
         full = self._key(prefix)
         strip = len(self._key(""))
-        keys: list[str] = []
-        try:
+
+        def listing() -> list[str]:
+            keys: list[str] = []
             for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
                 for item in page.get("Contents", []):
                     key = item["Key"][strip:]
                     if not key.rsplit("/", 1)[-1].startswith("."):
                         keys.append(key)
+            return keys
+
+        try:
+            keys = self._waiting_out_outages("list", self.location(prefix), listing)
         except (ClientError, BotoCoreError) as err:
             self._raise(err, "list", self.location(prefix))
         return sorted(keys)

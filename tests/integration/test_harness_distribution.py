@@ -83,6 +83,7 @@ def test_the_driver_publishes_once_and_workers_pull_by_digest(registry: str, sto
         # Workers never built it: the only local image of this bundle is the pulled one.
         assert [i.id for i in client.images.list(filters={"label": f"ecdysis.bundle={bundle_hash}"})] == [pulled.id]
     finally:
+        _forget_local_images(registry, bundle_hash)  # the next user of the built-in harness builds it afresh
         client.close()
     assert registry_tags(registry, IMAGE_REPOSITORY) == [bundle_hash]  # published once, not once per worker
 
