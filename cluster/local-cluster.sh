@@ -9,6 +9,8 @@
 #   bash cluster/local-cluster.sh up        # build what is missing (images, wheels), start everything, wait for it
 #   bash cluster/local-cluster.sh status    # containers, Ray nodes, registry and S3 health
 #   bash cluster/local-cluster.sh run CMD…  # run a command on the head, e.g. `ecdysis train /jobs/x.yaml …`
+#   bash cluster/local-cluster.sh llm-server LATENCY_S [MODEL=S…]   # (re)start `ecdysis-llm`, an OpenAI-compatible
+#                                           # latency server with τ²'s scripted replies at http://<subnet>.30:8000/v1
 #   bash cluster/local-cluster.sh down      # remove every container, the network, the registry and its images
 #
 # Settings (environment):
@@ -112,9 +114,13 @@ EOF
     chmod 600 "$state/node.env"
 }
 
+running() { [[ $(docker container inspect -f '{{.State.Running}}' "$1" 2>/dev/null) == true ]]; }
+
 start_node() {  # name ip extra-docker-args… -- ray-start-args…
     local name=$1 ip=$2
     shift 2
+    running "$name" && return 0
+    docker rm -f "$name" >/dev/null 2>&1 || true  # a node that was killed or stopped starts afresh
     local docker_args=()
     while [[ $1 != -- ]]; do docker_args+=("$1"); shift; done
     shift
@@ -136,15 +142,13 @@ up() {
     registry_up
     docker network inspect "$network" >/dev/null 2>&1 \
         || docker network create --subnet "$subnet.0/24" --label ecdysis.cluster=local "$network" >/dev/null
-    if ! docker container inspect ecdysis-s3 >/dev/null 2>&1; then
+    if ! running ecdysis-s3; then
+        docker rm -f ecdysis-s3 >/dev/null 2>&1 || true
         docker run -d --name ecdysis-s3 --hostname ecdysis-s3 --network "$network" --ip "$s3_ip" \
             --label ecdysis.cluster=local "$s3_image" >/dev/null
     fi
-    if ! docker container inspect "$head" >/dev/null 2>&1; then
-        start_node "$head" "$head_ip" -v "$jobs:/jobs:ro" -- --head --port 6379 --num-cpus 0 --include-dashboard false
-    fi
+    start_node "$head" "$head_ip" -v "$jobs:/jobs:ro" -- --head --port 6379 --num-cpus 0 --include-dashboard false
     for i in $(seq 1 "$workers"); do
-        docker container inspect "$(worker_name "$i")" >/dev/null 2>&1 && continue
         start_node "$(worker_name "$i")" "$subnet.$((10 + i))" -- --address "$head_ip:6379" --num-cpus "$worker_cpus" \
             --resources '{"rollout": 4}'
     done
@@ -210,10 +214,28 @@ down() {
     say "down"
 }
 
+llm_server() {  # latency [model=seconds…]
+    local latency=${1:?usage: llm-server LATENCY_S [MODEL=S…]} per_model=()
+    shift
+    for item in "$@"; do per_model+=(--model-latency "$item"); done
+    docker rm -f ecdysis-llm >/dev/null 2>&1 || true
+    docker run -d --name ecdysis-llm --hostname ecdysis-llm --network "$network" --ip "$subnet.30" \
+        --label ecdysis.cluster=local --entrypoint python "$node_image" -m ecdysis.testing.latency --host 0.0.0.0 \
+        --port 8000 --latency "$latency" "${per_model[@]}" >/dev/null
+    for _ in $(seq 60); do
+        docker exec ecdysis-llm python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/stats')" \
+            >/dev/null 2>&1 && { say "llm-server: http://$subnet.30:8000/v1 (latency ${latency}s)"; return 0; }
+        sleep 1
+    done
+    docker logs --tail 20 ecdysis-llm >&2
+    die "the latency server did not answer"
+}
+
 case ${1:-} in
     up) up ;;
+    llm-server) shift; llm_server "$@" ;;
     down) down ;;
     status) status ;;
     run) shift; exec docker exec -i "$head" "$@" ;;
-    *) echo "usage: $0 up|down|status|run CMD..." >&2; exit 2 ;;
+    *) echo "usage: $0 up|down|status|run CMD...|llm-server LATENCY_S [MODEL=S...]" >&2; exit 2 ;;
 esac

@@ -110,11 +110,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply", default=REPLY)
     parser.add_argument("--model-latency", action="append", default=[], metavar="MODEL=SECONDS",
                         help="latency of one model name (repeatable); others get --latency")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (a cluster's model server: 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: a free one)")
     args = parser.parse_args(argv)
     per_model = {name: float(seconds) for name, _, seconds in (item.partition("=") for item in args.model_latency)}
     if args.reply == REPLY:
         known_tasks("airline")  # build the task index before the first request
-    server = StubServer(args.reply, latency_s=args.latency, model_latency_s=per_model, error_log=sys.stderr).start()
+    server = StubServer(args.reply, latency_s=args.latency, model_latency_s=per_model, error_log=sys.stderr,
+                        host=args.host, port=args.port).start()
     print(f"port {server.port}", flush=True)
     parent = os.getppid()
     try:

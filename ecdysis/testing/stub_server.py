@@ -36,7 +36,8 @@ def _default_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] |
 
 
 class StubServer:
-    """OpenAI-compatible stub on ``127.0.0.1`` in a background thread; a context manager.
+    """OpenAI-compatible stub (on ``127.0.0.1`` unless ``host`` says otherwise) in a background thread; a context
+    manager.
 
     Args:
         reply: ScriptedModelFn-shaped callable, or ``"module:function"``; default echoes ``"stub: <last user>"``.
@@ -57,7 +58,8 @@ class StubServer:
                  fail_statuses: Sequence[int] = (429, 500), seed: int = 0, latency_s: float = 0.0,
                  model_latency_s: dict[str, float] | None = None,
                  prompt_tokens: int | None = None, completion_tokens: int | None = None,
-                 cached_tokens: int = 0, error_log: TextIO | None = None) -> None:
+                 cached_tokens: int = 0, error_log: TextIO | None = None, host: str = "127.0.0.1",
+                 port: int = 0) -> None:
         if not 0.0 <= failure_rate <= 1.0:
             raise ValueError(f"failure_rate must be within [0, 1], got {failure_rate}")
         if isinstance(reply, str):
@@ -82,6 +84,9 @@ class StubServer:
         """Tracebacks of exceptions that ended a connection without a reply (a client that hung up included)."""
         self.dropped_connections = 0
         self.error_log = error_log
+        self.host = host
+        """Address to bind: loopback by default; a cluster's model server binds its network address."""
+        self._port = port
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -95,12 +100,12 @@ class StubServer:
 
     @property
     def api_base(self) -> str:
-        """``http://127.0.0.1:<port>/v1``, the litellm ``api_base``."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        """``http://<host>:<port>/v1``, the litellm ``api_base``."""
+        return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> StubServer:
-        """Bind a free loopback port and serve in a daemon thread."""
-        self._server = _QuietServer(("127.0.0.1", 0), _Handler)
+        """Bind the port (default: a free one) and serve in a daemon thread."""
+        self._server = _QuietServer((self.host, self._port), _Handler)
         self._server.stub = self
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-llm", daemon=True)
