@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup host-packages coding-agents test lint demo bench sandbox-ready
+.PHONY: setup host-packages coding-agents test lint demo bench sandbox-ready cluster-test
 
 # Host packages first (the venv and the llama-cpp build need them); each step checks before it installs.
 setup: host-packages $(SETUP_STAMP) coding-agents
@@ -48,3 +48,9 @@ demo: setup sandbox-ready
 
 bench: setup
 	$(PY) -m benchmarks
+
+# The multi-node cluster in containers (cluster/local-cluster.sh): builds the node and S3 images, brings the cluster
+# up, runs the end-to-end fault tests against it, and takes it down again (about 15 minutes here).
+cluster-test: setup sandbox-ready
+	@rc=0; bash cluster/local-cluster.sh up && ECDYSIS_CLUSTER_TESTS=1 $(PY) -m pytest -q -s tests/cluster || rc=$$?; \
+	bash cluster/local-cluster.sh down; exit $$rc

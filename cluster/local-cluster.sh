@@ -11,6 +11,7 @@
 #   bash cluster/local-cluster.sh run CMD…  # run a command on the head, e.g. `ecdysis train /jobs/x.yaml …`
 #   bash cluster/local-cluster.sh llm-server LATENCY_S [MODEL=S…]   # (re)start `ecdysis-llm`, an OpenAI-compatible
 #                                           # latency server with τ²'s scripted replies at http://<subnet>.30:8000/v1
+#                                           # (configs name `api_key_env: ECDYSIS_CLUSTER_LLM_KEY` for it)
 #   bash cluster/local-cluster.sh down      # remove every container, the network, the registry and its images
 #
 # Settings (environment):
@@ -110,6 +111,7 @@ ECDYSIS_S3_ENDPOINT_URL=http://$s3_ip:5000
 AWS_ACCESS_KEY_ID=testing
 AWS_SECRET_ACCESS_KEY=testing
 AWS_DEFAULT_REGION=us-east-1
+ECDYSIS_CLUSTER_LLM_KEY=latency-server-needs-no-key
 EOF
     chmod 600 "$state/node.env"
 }
@@ -119,8 +121,13 @@ running() { [[ $(docker container inspect -f '{{.State.Running}}' "$1" 2>/dev/nu
 start_node() {  # name ip extra-docker-args… -- ray-start-args…
     local name=$1 ip=$2
     shift 2
-    running "$name" && return 0
-    docker rm -f "$name" >/dev/null 2>&1 || true  # a node that was killed or stopped starts afresh
+    # A running node of the current image stays; one that was killed, stopped or built from an older image starts
+    # afresh.
+    if running "$name" && [[ $(docker container inspect -f '{{.Image}}' "$name") == \
+            $(docker image inspect -f '{{.Id}}' "$node_image") ]]; then
+        return 0
+    fi
+    docker rm -f "$name" >/dev/null 2>&1 || true
     local docker_args=()
     while [[ $1 != -- ]]; do docker_args+=("$1"); shift; done
     shift

@@ -135,7 +135,7 @@ def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | Non
     values: dict[str, Any] = {"store_uri": store_uri}
     if base is not None:
         r = base.rollouts
-        values.update(gateway=base.llm, sandbox=base.sandbox, workers=r.workers,
+        values.update(gateway=base.llm, sandbox=base.sandbox, workers=r.workers, worker_resources=r.worker_resources,
                       episodes_per_worker=r.episodes_per_worker, max_attempts=r.max_attempts, max_steps=r.max_steps,
                       wall_clock_s=r.wall_clock_s)
     if sandbox is not None:
