@@ -1,16 +1,25 @@
-"""The cluster manifests stay valid: Ray's own schema for the launcher config, and entrypoints our CLI accepts."""
+"""The cluster manifests stay valid: Ray's own schema for the launcher config, KubeRay's CRD schema (vendored in
+cluster/schemas/) for the RayJob, and entrypoints our CLI accepts."""
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import re
 import shlex
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from crd_schema_support import load_strict_schema, strict_schema, validation_errors
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_ROOT = "/opt/ecdysis/"  # WORKDIR of the top-level Dockerfile, which copies the repo's ecdysis/ there
+SCHEMAS = REPO / "cluster" / "schemas"
+RAYJOB_SCHEMA = SCHEMAS / "kuberay-rayjob-v1.schema.json"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -76,3 +85,92 @@ def test_an_unknown_option_in_an_entrypoint_is_refused() -> None:
         _check_entrypoint("ecdysis train /opt/ecdysis/ecdysis/configs/airline.yaml --methd se --ray-address auto "
                           "--store s3://b/p")
     assert type(refused.value).__name__ == "NoSuchOption"
+
+
+@cache
+def _rayjob_schema() -> dict[str, Any]:
+    return load_strict_schema(RAYJOB_SCHEMA)
+
+
+def test_rayjob_passes_kuberays_crd_schema() -> None:
+    assert validation_errors(_load("rayjob.yaml"), _rayjob_schema()) == []
+
+
+def _worker(job: dict[str, Any]) -> dict[str, Any]:
+    return job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+
+
+def _rename(node: dict[str, Any], old: str, new: str) -> None:
+    node[new] = node.pop(old)
+
+
+WORKER_CONTAINER = "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0]"
+BROKEN_RAYJOBS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "rayjob-spec-field": (lambda job: _rename(job["spec"], "shutdownAfterJobFinishes", "shutdownAfterJobFinishez"),
+                          "spec: Additional properties are not allowed ('shutdownAfterJobFinishez' was unexpected)"),
+    "cluster-spec-field": (lambda job: _rename(job["spec"]["rayClusterSpec"], "rayVersion", "rayVersoin"),
+                           "spec.rayClusterSpec: Additional properties are not allowed ('rayVersoin' was unexpected)"),
+    "worker-group-field": (lambda job: _rename(_worker(job), "replicas", "replica"),
+                           "spec.rayClusterSpec.workerGroupSpecs[0]: Additional properties are not allowed "
+                           "('replica' was unexpected)"),
+    "worker-container-field": (lambda job: _rename(_worker(job)["template"]["spec"]["containers"][0], "image",
+                                                   "imagez"),
+                               f"{WORKER_CONTAINER}: Additional properties are not allowed ('imagez' was unexpected)"),
+    "env-var-field": (lambda job: _rename(_worker(job)["template"]["spec"]["containers"][0]["env"][0], "value",
+                                          "valu"),
+                      f"{WORKER_CONTAINER}.env[0]: Additional properties are not allowed ('valu' was unexpected)"),
+    "ray-start-param-type": (lambda job: job["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"].update(
+                                 {"num-cpus": 0}),
+                             "spec.rayClusterSpec.headGroupSpec.rayStartParams.num-cpus: 0 is not of type 'string'"),
+    "replicas-type": (lambda job: _worker(job).update(replicas="4"),
+                      "spec.rayClusterSpec.workerGroupSpecs[0].replicas: '4' is not of type 'integer'"),
+    "quantity-pattern": (lambda job: _worker(job)["template"]["spec"]["containers"][0]["resources"]["requests"]
+                         .update(memory="16 GB"),
+                         f"{WORKER_CONTAINER}.resources.requests.memory: '16 GB' does not match"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_RAYJOBS))
+def test_a_wrong_field_in_the_rayjob_fails_kuberays_crd_schema(case: str) -> None:
+    breaks, expected = BROKEN_RAYJOBS[case]
+    job = copy.deepcopy(_load("rayjob.yaml"))
+    breaks(job)
+    errors = validation_errors(job, _rayjob_schema())
+    assert len(errors) == 1 and errors[0].startswith(expected), errors
+
+
+def test_strict_crd_schema_handles_kubernetes_extensions() -> None:
+    preserve = "x-kubernetes-preserve-unknown-fields"
+    schema = strict_schema({"type": "object", "properties": {
+        "port": {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True},
+        "bare": {"x-kubernetes-int-or-string": True},
+        "free": {"type": "object", "properties": {"n": {"type": "integer"}}, preserve: True},
+        "anything": {preserve: True},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "when": {"type": "string", "nullable": True},
+        "pod": {"type": "object", "x-kubernetes-embedded-resource": True, "properties": {"spec": {"type": "object"}}},
+    }})
+    good = {"port": 80, "bare": "http", "free": {"n": 1, "extra": [1]}, "anything": [{"x": None}], "labels": {"a": "b"},
+            "when": None, "pod": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}}
+    assert validation_errors(good, schema) == []
+    assert validation_errors({**good, "port": 1.5, "bare": [], "free": {"n": "1"}, "labels": {"a": 1}, "pod": {"x": 1},
+                              "typo": 1}, schema) == [
+        "<root>: Additional properties are not allowed ('typo' was unexpected)",
+        "bare: [] is not valid under any of the given schemas",
+        "free.n: '1' is not of type 'integer'",
+        "labels.a: 1 is not of type 'string'",
+        "pod: Additional properties are not allowed ('x' was unexpected)",
+        "port: 1.5 is not valid under any of the given schemas",
+    ]
+
+
+def test_vendored_crd_schema_is_the_one_its_notice_records() -> None:
+    notice = (SCHEMAS / "NOTICE").read_text()
+    recorded = re.search(r"sha256\(kuberay-rayjob-v1\.schema\.json\) = ([0-9a-f]{64})", notice)
+    assert recorded, "cluster/schemas/NOTICE must record the vendored schema's sha256"
+    assert hashlib.sha256(RAYJOB_SCHEMA.read_bytes()).hexdigest() == recorded.group(1), (
+        "cluster/schemas/kuberay-rayjob-v1.schema.json differs from the upstream copy that NOTICE records")
+    assert re.search(r"Commit: +[0-9a-f]{40}", notice) and "ray.io_rayjobs.yaml" in notice
+    assert (SCHEMAS / "LICENSE-kuberay").read_text().split()[:3] == ["Apache", "License", "Version"]
+    spec = _rayjob_schema()["properties"]["spec"]["properties"]
+    assert {"entrypoint", "rayClusterSpec", "shutdownAfterJobFinishes"} <= set(spec)
