@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup host-packages coding-agents test lint demo bench sandbox-ready cluster-test
+.PHONY: setup host-packages coding-agents test lint demo bench sandbox-ready cluster-test cluster-bench
 
 # Host packages first (the venv and the llama-cpp build need them); each step checks before it installs.
 setup: host-packages $(SETUP_STAMP) coding-agents
@@ -54,3 +54,7 @@ bench: setup
 cluster-test: setup sandbox-ready
 	@rc=0; bash cluster/local-cluster.sh up && ECDYSIS_CLUSTER_TESTS=1 $(PY) -m pytest -q -s tests/cluster || rc=$$?; \
 	bash cluster/local-cluster.sh down; exit $$rc
+
+# Rollouts per minute on the container cluster with 1 worker node against 2 (same latency server and tasks).
+cluster-bench: setup sandbox-ready
+	@rc=0; $(PY) -m benchmarks.cluster_throughput || rc=$$?; bash cluster/local-cluster.sh down; exit $$rc
