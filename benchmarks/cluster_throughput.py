@@ -28,15 +28,23 @@ def _cluster(*args: str) -> None:
     subprocess.run(["bash", str(SCRIPT), *args], check=True, capture_output=True, text=True, timeout=1800)
 
 
-def _config(tasks: int, concurrency: int) -> dict[str, Any]:
+def _sandbox(kind: str, concurrency: int) -> dict[str, Any]:
+    if kind == "docker":
+        return {"type": "docker", "registry": f"127.0.0.1:{os.environ.get('ECDYSIS_REGISTRY_PORT', '5000')}",
+                "warm_pool": concurrency}
+    # Inside an unprivileged worker container only the weak process sandbox can start (no root for bubblewrap,
+    # cgroups or a network namespace): for attributing the docker figure, never for untrusted harnesses.
+    return {"type": "process", "isolation": "weak", "isolate_network": False, "warm_pool": concurrency}
+
+
+def _config(tasks: int, concurrency: int, sandbox: str = "docker") -> dict[str, Any]:
     model = {"api_base": f"http://{SUBNET}.30:8000/v1", "api_key_env": "ECDYSIS_CLUSTER_LLM_KEY"}
     return {
         "run_name": "cluster-throughput", "storage": {"uri": "s3://ecdysis-runs/unused"},
         "benchmark": {"type": "tau2", "domain": "airline", "task_ids": [str(i) for i in range(tasks)], "trials": 1},
         "models": {"task": "openai/task-gold", "user": "openai/user", "diagnoser": "openai/diagnoser",
                    "coder": "openai/coder"},
-        "sandbox": {"type": "docker", "registry": f"127.0.0.1:{os.environ.get('ECDYSIS_REGISTRY_PORT', '5000')}",
-                    "warm_pool": concurrency},
+        "sandbox": _sandbox(sandbox, concurrency),
         "llm": {"cache": False, "max_retries": 0, "timeout_s": 60,
                 "models": {f"openai/{name}": model for name in ("task-gold", "user")}},
         "rollouts": {"episodes_per_worker": concurrency, "worker_resources": {"rollout": 1}},
@@ -86,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=8, help="episodes at once per worker node")
     parser.add_argument("--latency", default="1.0", help="seconds per model call")
+    parser.add_argument("--sandbox", choices=("docker", "process"), default="docker",
+                        help="process: the weak process sandbox inside the worker containers (no shared daemon)")
     args = parser.parse_args(argv)
     os.environ.update({"ECDYSIS_S3_ENDPOINT_URL": f"http://{SUBNET}.20:5000", "AWS_ACCESS_KEY_ID": "testing",
                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"})
@@ -94,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     _cluster("up")
     _cluster("llm-server", args.latency)
     jobs.mkdir(parents=True, exist_ok=True)
-    (jobs / "cluster-throughput.yaml").write_text(yaml.safe_dump(_config(args.tasks, args.concurrency)))
+    (jobs / "cluster-throughput.yaml").write_text(yaml.safe_dump(_config(args.tasks, args.concurrency, args.sandbox)))
     measure(2, 1)  # warm-up: publishes the harness image and pulls it on both workers
     two = measure(args.tasks, args.trials)
     subprocess.run(["docker", "stop", "ecdysis-ray-worker-2"], check=True, capture_output=True)
@@ -104,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _cluster("up")
     print(f"{args.tasks} tasks × {args.trials} trials, {args.latency} s per model call, "
-          f"{args.concurrency} episodes at once per worker node")
+          f"{args.concurrency} episodes at once per worker node, {args.sandbox} sandbox")
     for name, figures in (("1 worker node", one), ("2 worker nodes", two)):
         print(f"  {name}: {figures['rollouts']:.0f} rollouts, {figures['per_min']:.1f}/min over the command "
               f"({figures['wall_s']:.1f} s), {figures['per_min_episodes']:.1f}/min over the episodes "

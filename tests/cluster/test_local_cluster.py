@@ -241,6 +241,7 @@ def test_s3_paused_for_30_s_is_waited_out_with_a_message(baseline: Outcome) -> N
     rc = run.wait()
     assert rc == 0, run.output[-4000:]
     assert "is not answering" in run.output and "answers again after" in run.output, run.output[-4000:]
+    print("\n".join(line for line in run.lines if "answering" in line or "answers again" in line))
     assert run.run_id is not None
     result = outcome(store_uri, run.run_id)
     print(f"S3 paused {result.run_id}: rounds {result.rounds}, counts {result.counts}")
