@@ -56,7 +56,7 @@ def test_each_role_is_routed_to_its_own_server() -> None:
     big, small = routed.llm.models["local/qwen-1.5b"], routed.llm.models["local/qwen-0.5b"]
     assert (big.api_base, small.api_base) == ("http://127.0.0.1:4001/v1", "http://127.0.0.1:4002/v1")
     assert big.tool_call_parsing == small.tool_call_parsing == ToolCallParsing.LENIENT
-    assert big.params == {"max_tokens": 1024}  # the config's own entry is kept
+    assert big.params == {"max_tokens": 1024, "temperature": 0}  # the config's own entry is kept
 
 
 def test_smollm2_keeps_native_tool_calls_and_its_params() -> None:
