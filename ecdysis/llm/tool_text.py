@@ -76,9 +76,7 @@ def parse_tool_calls(content: str | None, names: Collection[str]) -> tuple[list[
             found += calls
             kept.append(content[position:index])
             position = end
-        elif value is not None and not isinstance(value, (dict, list)):
-            end = index + 1
-        index = _next_start(content, end)
+        index = _next_start(content, end)  # past a whole JSON value that is no call: calls nested in it don't count
     if not found:
         return [], content
     kept.append(content[position:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,34 @@ def test_smollm2_keeps_native_tool_calls_and_its_params() -> None:
     entry = routed.llm.models["local/smollm2"]
     assert entry.tool_call_parsing == ToolCallParsing.NATIVE and entry.params == {"max_tokens": 192}
     assert routed.models.user == "local/smollm2" and entry.api_base == "http://127.0.0.1:4003/v1"
+
+
+@pytest.mark.slow
+def test_two_qwen_servers_answer_their_own_roles() -> None:
+    """The agent model and the user model on servers of their own (real llama.cpp; needs the opt-in files)."""
+    from ecdysis.llm import Gateway
+    from ecdysis.llm.local_models import fetched
+    from ecdysis.llm.local_server import llama_cpp_available
+    from ecdysis.llm.routing import LOCAL_API_BASE_ENV
+    from ecdysis.records import Role
+
+    if not llama_cpp_available():
+        pytest.skip("llama_cpp is not installed: run `python -m ecdysis.llm.local_setup`")
+    missing = [name for name in ("qwen-1.5b", "qwen-0.5b") if fetched(name) is None]
+    if missing:
+        print(f"SKIP reason: the opt-in {missing} GGUF files are not downloaded")
+        pytest.skip(f"the opt-in {missing} GGUF files are not in the model cache: run "
+                    "`python -m ecdysis.llm.local_setup --no-runtime --model qwen-1.5b --model qwen-0.5b`")
+    plan = demo_local.LocalPlan(config="demo-qwen", agent="qwen-1.5b", user="qwen-0.5b", chat_format=None,
+                                n_ctx=1024, note="", benchmark_from="demo")
+    cfg = demo_local.plan_config(plan)
+    before = os.environ.get(LOCAL_API_BASE_ENV)
+    with demo_local.local_servers(plan, with_user=True) as servers:
+        routed = demo_local.with_local_models(cfg, plan, servers)
+        gateway = Gateway(routed.llm.model_copy(update={"cache": False}))
+        replies = {role: gateway.complete(model, [{"role": "user", "content": "Say OK."}], role=role, max_tokens=8)
+                   for role, model in ((Role.TASK, routed.models.task[0]), (Role.USER, str(routed.models.user)))}
+        ports = {server.port for server in servers.values()}
+    assert len(ports) == 2 and all(reply.content for reply in replies.values())
+    assert {r.model for r in replies.values()} == {"local/qwen-1.5b", "local/qwen-0.5b"}
+    assert os.environ.get(LOCAL_API_BASE_ENV) == before  # both stopped, the endpoint variable restored
