@@ -100,7 +100,8 @@ class Gateway:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         conversation = [*messages, {"role": "user", "content": structured.instruction(schema)}]
-        params: dict[str, Any] = {"response_format": {"type": "json_object"}} if self._supports_json_mode(model) else {}
+        params: dict[str, Any] = {"response_format": self._json_mode(model, schema)} if self._supports_json_mode(
+            model) else {}
         last_error, last_reply = "", None
         for _ in range(max_attempts):
             completion = self.complete(model, conversation, role=role, context=context, **params)
@@ -252,6 +253,13 @@ class Gateway:
         return Completion(content=content, tool_calls=tool_calls, tokens=tokens,
                           cost_usd=response_cost(route_, response, priced=priced), latency_s=latency_s,
                           model=route_.model)
+
+    def _json_mode(self, model: str, schema: type[BaseModel]) -> dict[str, Any]:
+        """JSON mode; a ``local/`` model's llama.cpp server also gets the schema, which it turns into a grammar that
+        constrains decoding (a small model then cannot write, say, a value outside an enum)."""
+        if route(model, self.config).local:
+            return {"type": "json_object", "schema": schema.model_json_schema()}
+        return {"type": "json_object"}
 
     def _supports_json_mode(self, model: str) -> bool:
         route_ = route(model, self.config)
