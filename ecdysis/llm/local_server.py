@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from ecdysis.llm.config import ModelConfig, ToolCallParsing
+from ecdysis.llm.local_models import SPLIT_MODELS, fetched
 from ecdysis.llm.routing import LOCAL_API_BASE_ENV
 
 DEFAULT_MODEL = "smollm2"
@@ -45,8 +46,6 @@ def resolve_model_path(model: str) -> Path:
     """``smollm2`` → the cached SmolLM2 GGUF (fetched once); ``qwen-1.5b`` / ``qwen-0.5b`` → their cached GGUF
     (never downloaded here: they are opt-in, see :mod:`ecdysis.llm.local_models`); anything else must be an
     existing ``.gguf`` path."""
-    from ecdysis.llm.local_models import SPLIT_MODELS, fetched
-
     if model == DEFAULT_MODEL:
         from ecdysis.llm.local_setup import fetch_smollm2
 
@@ -89,8 +88,6 @@ class LocalModelServer:
     def __init__(self, model: str = DEFAULT_MODEL, *, name: str | None = None, n_threads: int | None = None,
                  n_ctx: int = 4096, chat_format: str | None = CHAT_FORMAT, startup_timeout_s: float = 180.0,
                  nice: int = 0) -> None:
-        from ecdysis.llm.local_models import SPLIT_MODELS
-
         self.model_path_spec = model
         self.name = name or (model if model == DEFAULT_MODEL or model in SPLIT_MODELS else Path(model).stem)
         self.n_threads = n_threads or os.cpu_count() or 1
