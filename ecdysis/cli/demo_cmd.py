@@ -1,9 +1,11 @@
 """``ecdysis demo``: first a short deterministic training run on the scripted models that shows a harness getting
-better (training score 0.25 → 1.0, the accepted rule's diff printed), then one real training round on a small
-airline slice with a real model, and an HTML report covering both runs."""
+better (training score 0.25 → 1.0, the accepted rule's diff printed), then one real training round with a real model
+(a provider model, the local SmolLM2-135M on a small airline slice, or, opted into, the local Qwen2.5-Coder pair on
+AgentBench DBBench: see :mod:`ecdysis.cli.demo_local`), and an HTML report covering both runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,6 +15,7 @@ import typer
 from ecdysis.cli.common import console
 
 if TYPE_CHECKING:
+    from ecdysis.config import RunConfig
     from ecdysis.training import TrainingOutcome
 
 # Provider models the demo uses when the environment names a provider (first match wins).
@@ -29,7 +32,8 @@ def register(app: typer.Typer) -> None:
 
 
 def demo_model() -> str | None:
-    """The provider model named by the environment (``ECDYSIS_DEMO_MODEL`` first), or None for the local model."""
+    """The model named by the environment (``ECDYSIS_DEMO_MODEL`` first: a litellm model string, or ``qwen``), else
+    a provider's default when its key is set, else None for the local SmolLM2."""
     if os.environ.get("ECDYSIS_DEMO_MODEL"):
         return os.environ["ECDYSIS_DEMO_MODEL"]
     for key, model in PROVIDER_DEFAULTS:
@@ -44,6 +48,10 @@ def demo_command(
                                                 "(about a minute, no model needed).")] = False,
     report: Annotated[Path, typer.Option("--report", help="Where to write the HTML report of the demo's runs.")]
     = Path("demo-report.html"),
+    model: Annotated[str | None, typer.Option("--model", help="The real-model part's model: `qwen` for the opt-in "
+                                              "local Qwen2.5-Coder 1.5B/0.5B (a 1.6 GB download the first time), or "
+                                              "a litellm model string (default: $ECDYSIS_DEMO_MODEL, a provider "
+                                              "whose key is set, else the local SmolLM2-135M).")] = None,
 ) -> None:
     """A harness getting better on scripted models (~1 min), then a real round on a real model; one HTML report."""
     outcome = scripted_part(store)
@@ -53,7 +61,7 @@ def demo_command(
         import ray
 
         ray.shutdown()  # the model part's Ray must start after the local model server exports its address
-        real = model_part(store)
+        real = model_part(store, model)
         run_ids.append(real.run_id)
         console.print(closing_note(real), highlight=False)
     from ecdysis.report import write_report
@@ -115,32 +123,33 @@ def scripted_part(store: str | None) -> TrainingOutcome:
     return outcome
 
 
-def model_part(store: str | None) -> TrainingOutcome:
-    """One real training round on 3 airline tasks and 2 held-out ones, with a provider model from the environment
-    or the local model."""
+def model_part(store: str | None, model: str | None = None) -> TrainingOutcome:
+    """One real training round: with ``model`` (else the environment's, see :func:`demo_model`) when it is a
+    provider model, else on local llama.cpp servers (SmolLM2-135M by default, the Qwen pair for ``qwen``)."""
+    from ecdysis.cli import demo_local
     from ecdysis.cli.train_cmd import resolve_config_path, run_training
     from ecdysis.config import load_config
 
-    console.rule("[bold]2. a real model: one training round on a small τ² airline slice")
-    cfg = load_config(resolve_config_path("demo"))
-    cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"uri": outcome_store(store)})})
-    model = demo_model()
-    if model is not None:
-        models = cfg.models.model_copy(update={"task": [model], "user": model, "diagnoser": model, "coder": model})
-        console.print(f"demo models: {model} (from the environment)", highlight=False)
+    choice = model or demo_model()
+    if choice is not None and choice != demo_local.QWEN:
+        console.rule("[bold]2. a real model: one training round on a small τ² airline slice")
+        cfg = _in_store(load_config(resolve_config_path("demo")), store)
+        models = cfg.models.model_copy(update={"task": [choice], "user": choice, "diagnoser": choice, "coder": choice})
+        console.print(f"demo models: {choice} (from the {'command line' if model else 'environment'})",
+                      highlight=False)
         return run_training(cfg.model_copy(update={"models": models}))
-    from ecdysis.llm import LocalModelServer
+    plan = demo_local.qwen_plan() if choice == demo_local.QWEN else demo_local.smollm2_plan()
+    cfg = _in_store(demo_local.plan_config(plan), store)
+    console.rule(f"[bold]2. a real model: one training round on {cfg.benchmark.name} ({cfg.run_name})")
+    console.print(plan.note, highlight=False)
+    with_user = cfg.benchmark.needs_user_model
+    demo_local.fetch_models(plan, with_user=with_user)
+    with contextlib.ExitStack() as stack:
+        with console.status("starting the local model server(s)"):
+            servers = stack.enter_context(demo_local.local_servers(plan, with_user=with_user))
+        # Each server's endpoint is in the config's llm.models, so every Ray worker reaches it too.
+        return run_training(demo_local.with_local_models(cfg, plan, servers))
 
-    console.print("demo models: local/smollm2 (SmolLM2-135M-Instruct on a llama.cpp server on loopback; no provider "
-                  "key in the environment). A 135M model rarely completes τ² tasks or writes a valid specification: "
-                  "the run shows the whole pipeline, not a better harness.", highlight=False)
-    server = LocalModelServer("smollm2", n_ctx=8192)
-    with console.status("starting the local model server"):
-        server.__enter__()
-    try:
-        # The server exports ECDYSIS_LOCAL_API_BASE before Ray starts, so every worker reaches it too.
-        m = server.model
-        models = cfg.models.model_copy(update={"task": [m], "user": m, "diagnoser": m, "coder": m})
-        return run_training(cfg.model_copy(update={"models": models}))
-    finally:
-        server.__exit__(None, None, None)
+
+def _in_store(cfg: RunConfig, store: str | None) -> RunConfig:
+    return cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"uri": outcome_store(store)})})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig
+from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig, ToolCallParsing
 from ecdysis.llm.errors import (
     BudgetExceeded,
     CacheMiss,
@@ -35,6 +35,7 @@ __all__ = [
     "ModelConfig",
     "ProviderBlockedError",
     "StructuredOutputError",
+    "ToolCallParsing",
 ]
 
 _LAZY = {"Gateway": "ecdysis.llm.gateway", "LocalModelServer": "ecdysis.llm.local_server"}

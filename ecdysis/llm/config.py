@@ -16,6 +16,16 @@ class CacheRule(StrEnum):
     """Every call, whatever its sampling parameters (replays, benchmarks)."""
 
 
+class ToolCallParsing(StrEnum):
+    """Where a model's tool calls are read from."""
+
+    NATIVE = "native"
+    """Only the response's structured ``tool_calls`` (providers, servers with a function-calling chat format)."""
+    LENIENT = "lenient"
+    """Also tool-call JSON written in the content, when the response has no structured calls and the request
+    offered tools (models served with their own chat template); see :mod:`ecdysis.llm.tool_text`."""
+
+
 class ModelConfig(BaseModel):
     """How one model string is served."""
 
@@ -35,6 +45,8 @@ class ModelConfig(BaseModel):
     """USD per prompt token, for a model litellm's price map lacks (self-hosted); None leaves its cost unknown."""
     output_cost_per_token: float | None = Field(default=None, ge=0)
     """USD per completion token, as ``input_cost_per_token``."""
+    tool_call_parsing: ToolCallParsing = ToolCallParsing.NATIVE
+    """``lenient`` also reads tool calls the model wrote as JSON text (bare, fenced or in ``<tool_call>`` tags)."""
 
 
 class GatewayConfig(BaseModel):

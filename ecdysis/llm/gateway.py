@@ -25,11 +25,12 @@ from ecdysis.llm import scripted, structured
 from ecdysis.llm._litellm import litellm
 from ecdysis.llm.accounting import Ledger, Usage
 from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe
-from ecdysis.llm.config import CacheRule, GatewayConfig
+from ecdysis.llm.config import CacheRule, GatewayConfig, ToolCallParsing
 from ecdysis.llm.errors import BudgetExceeded, CacheMiss, DeadlineExceeded, LLMCallError, StructuredOutputError
 from ecdysis.llm.pricing import is_priced, response_cost
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
+from ecdysis.llm.tool_text import offered_names, parse_tool_calls
 from ecdysis.protocols import Completion, Store
 from ecdysis.records import LLMCallRecord, Role, TokenUsage
 
@@ -99,7 +100,8 @@ class Gateway:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         conversation = [*messages, {"role": "user", "content": structured.instruction(schema)}]
-        params: dict[str, Any] = {"response_format": {"type": "json_object"}} if self._supports_json_mode(model) else {}
+        params: dict[str, Any] = {"response_format": self._json_mode(model, schema)} if self._supports_json_mode(
+            model) else {}
         last_error, last_reply = "", None
         for _ in range(max_attempts):
             completion = self.complete(model, conversation, role=role, context=context, **params)
@@ -226,17 +228,21 @@ class Gateway:
                 kind = DeadlineExceeded if cut_off else LLMCallError
                 raise kind(f"{route_.model}: {error} (after {retries} retries)", model=route_.model,
                            retries=retries, retryable=retryable) from exc
-        completion = self._completion(route_, response, time.monotonic() - started, priced)
+        completion = self._completion(route_, response, time.monotonic() - started, priced, tools)
         self._ledger.record(self._record(ctx, role, route_.model, completion, retries=retries))
         return completion
 
-    def _completion(self, route_: Route, response: Any, latency_s: float, priced: bool) -> Completion:
+    def _completion(self, route_: Route, response: Any, latency_s: float, priced: bool,
+                    tools: Sequence[dict[str, Any]] | None = None) -> Completion:
         message = response.choices[0].message
         tool_calls = [
             {"id": call.id, "type": "function",
              "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"}}
             for call in (message.tool_calls or [])
         ]
+        content = message.content
+        if not tool_calls and tools and route_.tool_call_parsing == ToolCallParsing.LENIENT:
+            tool_calls, content = parse_tool_calls(content, offered_names(tools))
         usage = getattr(response, "usage", None)
         details = getattr(usage, "prompt_tokens_details", None)
         tokens = TokenUsage(
@@ -244,9 +250,16 @@ class Gateway:
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
         )
-        return Completion(content=message.content, tool_calls=tool_calls, tokens=tokens,
+        return Completion(content=content, tool_calls=tool_calls, tokens=tokens,
                           cost_usd=response_cost(route_, response, priced=priced), latency_s=latency_s,
                           model=route_.model)
+
+    def _json_mode(self, model: str, schema: type[BaseModel]) -> dict[str, Any]:
+        """JSON mode; a ``local/`` model's llama.cpp server also gets the schema, which it turns into a grammar that
+        constrains decoding (a small model then cannot write, say, a value outside an enum)."""
+        if route(model, self.config).local:
+            return {"type": "json_object", "schema": schema.model_json_schema()}
+        return {"type": "json_object"}
 
     def _supports_json_mode(self, model: str) -> bool:
         route_ = route(model, self.config)

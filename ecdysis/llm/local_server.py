@@ -25,7 +25,8 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
-from ecdysis.llm.config import ModelConfig
+from ecdysis.llm.config import ModelConfig, ToolCallParsing
+from ecdysis.llm.local_models import SPLIT_MODELS, fetched
 from ecdysis.llm.routing import LOCAL_API_BASE_ENV
 
 DEFAULT_MODEL = "smollm2"
@@ -42,14 +43,23 @@ def llama_cpp_available() -> bool:
 
 
 def resolve_model_path(model: str) -> Path:
-    """``smollm2`` → the cached SmolLM2 GGUF (fetched once); anything else must be an existing ``.gguf`` path."""
+    """``smollm2`` → the cached SmolLM2 GGUF (fetched once); ``qwen-1.5b`` / ``qwen-0.5b`` → their cached GGUF
+    (never downloaded here: they are opt-in, see :mod:`ecdysis.llm.local_models`); anything else must be an
+    existing ``.gguf`` path."""
     if model == DEFAULT_MODEL:
         from ecdysis.llm.local_setup import fetch_smollm2
 
         return fetch_smollm2()
+    if model in SPLIT_MODELS:
+        cached = fetched(model)
+        if cached is None:
+            raise LocalServerError(f"local model {model!r} is not downloaded (opt-in): run "
+                                   f"`python -m ecdysis.llm.local_setup --no-runtime --model {model}`")
+        return cached
     path = Path(model).expanduser()
     if not path.is_file():
-        raise LocalServerError(f"local model {model!r}: no such GGUF file (or use {DEFAULT_MODEL!r})")
+        raise LocalServerError(f"local model {model!r}: no such GGUF file (or use {DEFAULT_MODEL!r} or one of "
+                               f"{sorted(SPLIT_MODELS)})")
     return path
 
 
@@ -64,21 +74,27 @@ class LocalModelServer:
     """Runs ``python -m llama_cpp.server`` on a free loopback port; a context manager.
 
     Args:
-        model: ``"smollm2"`` (default, SmolLM2-135M-Instruct) or a path to a GGUF file.
-        name: the ``local/<name>`` model string it serves; defaults to ``smollm2`` or the file stem.
+        model: ``"smollm2"`` (default, SmolLM2-135M-Instruct), ``"qwen-1.5b"`` / ``"qwen-0.5b"`` (opt-in, fetched
+            beforehand) or a path to a GGUF file.
+        name: the ``local/<name>`` model string it serves; defaults to the short model name or the file stem.
         n_threads: CPU threads; default all cores.
         n_ctx: context window in tokens.
+        chat_format: llama.cpp's chat format; None uses the template stored in the GGUF file (the model's own,
+            which writes tool calls as text: pair it with ``ModelConfig.tool_call_parsing="lenient"``).
         startup_timeout_s: how long to wait for ``/v1/models`` to answer.
+        nice: added to the server's niceness (``nice -n``), so it yields the CPU to other work.
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, *, name: str | None = None, n_threads: int | None = None,
-                 n_ctx: int = 4096, chat_format: str = CHAT_FORMAT, startup_timeout_s: float = 180.0) -> None:
+                 n_ctx: int = 4096, chat_format: str | None = CHAT_FORMAT, startup_timeout_s: float = 180.0,
+                 nice: int = 0) -> None:
         self.model_path_spec = model
-        self.name = name or (DEFAULT_MODEL if model == DEFAULT_MODEL else Path(model).stem)
+        self.name = name or (model if model == DEFAULT_MODEL or model in SPLIT_MODELS else Path(model).stem)
         self.n_threads = n_threads or os.cpu_count() or 1
         self.n_ctx = n_ctx
         self.chat_format = chat_format
         self.startup_timeout_s = startup_timeout_s
+        self.nice = nice
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -96,8 +112,10 @@ class LocalModelServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def model_config(self) -> ModelConfig:
-        """The gateway routing entry for :attr:`model`."""
-        return ModelConfig(api_base=self.api_base)
+        """The gateway routing entry for :attr:`model`: this server's endpoint; lenient tool-call parsing when the
+        model runs on its own chat template (``chat_format=None``)."""
+        parsing = ToolCallParsing.LENIENT if self.chat_format is None else ToolCallParsing.NATIVE
+        return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing)
 
     def start(self) -> LocalModelServer:
         """Start the server and wait until it answers; raises :class:`LocalServerError` with its log tail."""
@@ -109,7 +127,11 @@ class LocalModelServer:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
                "--port", str(self.port), "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
-               "--chat_format", self.chat_format, "--model_alias", self.name]
+               "--model_alias", self.name]
+        if self.chat_format is not None:
+            cmd += ["--chat_format", self.chat_format]
+        if self.nice:
+            cmd = ["nice", "-n", str(self.nice), *cmd]
         self._process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             self._wait_ready()

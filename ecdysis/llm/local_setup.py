@@ -5,6 +5,10 @@ llama-cpp-python compiles from source (several minutes), so its wheel is built o
 
     python -m ecdysis.llm.local_setup            # build/install llama-cpp-python[server], fetch smollm2
     python -m ecdysis.llm.local_setup --no-model # runtime only
+    python -m ecdysis.llm.local_setup --no-runtime --model qwen-1.5b --model qwen-0.5b   # opt-in Qwen GGUFs
+
+The Qwen2.5-Coder GGUF files (1.12 GB and 491 MB) are never fetched unless asked for; see
+:mod:`ecdysis.llm.local_models` for where they come from and how they are pinned.
 """
 
 from __future__ import annotations
@@ -82,14 +86,22 @@ def fetch_smollm2() -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
+    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-model", action="store_true", help="skip fetching the default smollm2 GGUF model")
     parser.add_argument("--no-runtime", action="store_true", help="skip building/installing llama-cpp-python")
+    parser.add_argument("--model", action="append", default=[], choices=sorted(SPLIT_MODELS),
+                        help="also fetch this opt-in GGUF model (repeatable): "
+                             + "; ".join(f"{m.name}: {m.description}, {m.size / 1e9:.2f} GB"
+                                         for m in SPLIT_MODELS.values()))
     args = parser.parse_args(argv)
     if not args.no_runtime:
         print(f"llama-cpp-python installed from {install_runtime()}")
     if not args.no_model:
         print(f"smollm2 model at {fetch_smollm2()}")
+    for name in args.model:
+        print(f"{name} model at {fetch_split_model(name)}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from ecdysis.llm.config import GatewayConfig
+from ecdysis.llm.config import GatewayConfig, ToolCallParsing
 from ecdysis.llm.errors import GatewayError, ProviderBlockedError
 
 BLOCK_ENV = "ECDYSIS_BLOCK_PROVIDERS"
@@ -32,6 +32,7 @@ class Route:
     params: dict[str, Any] = field(default_factory=dict)
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
+    tool_call_parsing: ToolCallParsing = ToolCallParsing.NATIVE
 
     @property
     def scripted(self) -> bool:
@@ -94,7 +95,8 @@ def route(model: str, config: GatewayConfig) -> Route:
     return Route(model=model, target=target, litellm_model=litellm_model, api_base=api_base, api_key=api_key,
                  max_concurrency=limit, params=dict(entry.params) if entry else {},
                  input_cost_per_token=entry.input_cost_per_token if entry else None,
-                 output_cost_per_token=entry.output_cost_per_token if entry else None)
+                 output_cost_per_token=entry.output_cost_per_token if entry else None,
+                 tool_call_parsing=entry.tool_call_parsing if entry else ToolCallParsing.NATIVE)
 
 
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}

@@ -58,3 +58,26 @@ def test_extract_json_tolerates_fences_and_prose() -> None:
         extract_json("nothing here")
     with pytest.raises(ValueError, match="empty"):
         extract_json(None)
+
+
+def test_a_local_llama_server_gets_the_schema_for_its_grammar_a_provider_does_not() -> None:
+    """llama.cpp turns ``response_format.schema`` into a grammar that constrains decoding (checked by hand on
+    qwen-0.5b: asked to write {"color": "blue"} against an enum, it wrote an enum value); providers get JSON mode."""
+    from typing import Any
+
+    from ecdysis.llm import GatewayConfig, ModelConfig
+    from ecdysis.testing.stub_server import StubServer
+
+    formats: dict[str, Any] = {}
+
+    def reply(messages: list[dict[str, Any]], tools: Any, context: dict[str, Any]) -> str:
+        formats[context["model"]] = context["request"].get("response_format")
+        return '{"name": "ada", "count": 2}'
+
+    with StubServer(reply) as stub:
+        models = {m: ModelConfig(api_base=stub.api_base) for m in ("local/llama", "openai/provider")}
+        gateway = Gateway(GatewayConfig(models=models, max_retries=0, cache=False))
+        for model in models:
+            assert gateway.structured(model, ASK, Item, role=Role.DIAGNOSER) == Item(name="ada", count=2)
+    assert formats["llama"] == {"type": "json_object", "schema": Item.model_json_schema()}
+    assert formats["provider"] == {"type": "json_object"}

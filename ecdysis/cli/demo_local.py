@@ -1,0 +1,151 @@
+"""The local models of the demo's real-model part: SmolLM2-135M by default, or the opt-in Qwen2.5-Coder pair.
+
+``qwen`` (``ecdysis demo --model qwen`` or ``ECDYSIS_DEMO_MODEL=qwen``) serves Qwen2.5-Coder-1.5B for the agent,
+the diagnoser and the coder, and Qwen2.5-Coder-0.5B for the simulated user when the benchmark has one, on two
+llama.cpp servers (each keeps its own prompt cache), both on the models' own chat templates with lenient tool-call
+parsing. It runs AgentBench DBBench dev tasks (``configs/demo-qwen.yaml``) when the AgentBench data and MariaDB are
+there, else the τ² airline slice of ``configs/demo.yaml``. The GGUF files (1.6 GB together) are downloaded only then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ecdysis.config import RunConfig
+    from ecdysis.llm import LocalModelServer
+
+QWEN = "qwen"
+"""The value of ``--model`` / ``ECDYSIS_DEMO_MODEL`` that selects the opt-in Qwen models."""
+QWEN_CTX = 16384
+"""Context window of the Qwen servers: diagnosis and coding prompts carry the harness source."""
+_REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """Which built-in config the demo runs and which local model serves each role."""
+
+    config: str
+    """The built-in config name (``demo`` or ``demo-qwen``)."""
+    agent: str
+    """The local model of the task, diagnoser and coder roles (``smollm2``, ``qwen-1.5b``)."""
+    user: str
+    """The local model of the simulated user (used only by benchmarks with one)."""
+    chat_format: str | None
+    """llama.cpp chat format of the servers; None: the GGUF's own template (lenient tool-call parsing)."""
+    n_ctx: int
+    """Context window of each server."""
+    note: str
+    """What the run can show, printed before it starts."""
+    benchmark_from: str | None = None
+    """Another built-in config whose ``benchmark`` section replaces the config's (the τ² fallback)."""
+    data_dir: str | None = None
+    """The AgentBench data folder found for the config's benchmark."""
+    models: tuple[str, ...] = field(init=False)
+    """The distinct local models to serve."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(dict.fromkeys((self.agent, self.user))))
+
+
+def smollm2_plan() -> LocalPlan:
+    """The default: SmolLM2-135M on the τ² airline slice (no download beyond the 98 MB wheel)."""
+    return LocalPlan(config="demo", agent="smollm2", user="smollm2", chat_format="chatml-function-calling",
+                     n_ctx=8192, note="demo models: local/smollm2 (SmolLM2-135M-Instruct on a llama.cpp server on "
+                     "loopback; no provider key in the environment). A 135M model rarely completes τ² tasks or writes "
+                     "a valid specification: the run shows the whole pipeline, not a better harness. "
+                     "`ecdysis demo --model qwen` runs a stronger local model (a 1.6 GB download).")
+
+
+def find_agentbench_data() -> Path | None:
+    """The AgentBench data folder: ``$ECDYSIS_AGENTBENCH_DATA``, else ``shared/agentbench`` in or beside the
+    checkout or the working directory; None when there is none."""
+    from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
+
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    for base in (_REPO, _REPO.parent, Path.cwd(), Path.cwd().parent):
+        candidate = base / "shared" / "agentbench"
+        if (candidate / "MANIFEST.json").is_file():
+            return candidate
+    return None
+
+
+def qwen_plan() -> LocalPlan:
+    """Qwen2.5-Coder 1.5B (agent, diagnoser, coder) and 0.5B (user) on DBBench dev, or on τ² airline when the
+    AgentBench data or MariaDB is missing."""
+    from ecdysis.benchmarks.agentbench.dbbench.server import mariadb_available
+
+    data = find_agentbench_data()
+    if data is not None and mariadb_available():
+        note = (f"demo models: local/qwen-1.5b for the agent, diagnoser and coder (Qwen2.5-Coder-1.5B-Instruct Q4_K_M "
+                f"on llama.cpp, its own chat template) on AgentBench DBBench dev tasks (data: {data}); DBBench has no "
+                "simulated user, so the 0.5B model is not started.")
+        return LocalPlan(config="demo-qwen", agent="qwen-1.5b", user="qwen-0.5b", chat_format=None, n_ctx=QWEN_CTX,
+                         data_dir=str(data), note=note)
+    why = "no AgentBench data folder" if data is None else "no MariaDB server program"
+    note = (f"demo models: local/qwen-1.5b (agent, diagnoser, coder) and local/qwen-0.5b (simulated user) on the τ² "
+            f"airline slice ({why} for AgentBench DBBench: set $ECDYSIS_AGENTBENCH_DATA and install mariadb-server "
+            "to run it there).")
+    return LocalPlan(config="demo-qwen", agent="qwen-1.5b", user="qwen-0.5b", chat_format=None, n_ctx=QWEN_CTX,
+                     benchmark_from="demo", note=note)
+
+
+def plan_config(plan: LocalPlan) -> RunConfig:
+    """The built-in config of ``plan``, with its benchmark section and data folder filled in."""
+    from ecdysis.cli.train_cmd import resolve_config_path
+    from ecdysis.config import load_config
+
+    cfg = load_config(resolve_config_path(plan.config))
+    if plan.benchmark_from is not None:
+        cfg = cfg.model_copy(update={"benchmark": load_config(resolve_config_path(plan.benchmark_from)).benchmark})
+    if plan.data_dir is not None and hasattr(cfg.benchmark, "data_dir"):
+        cfg = cfg.model_copy(update={"benchmark": cfg.benchmark.model_copy(update={"data_dir": plan.data_dir})})
+    return cfg
+
+
+@contextlib.contextmanager
+def local_servers(plan: LocalPlan, *, with_user: bool) -> Iterator[dict[str, LocalModelServer]]:
+    """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit."""
+    from ecdysis.llm import LocalModelServer
+
+    names = plan.models if with_user else (plan.agent,)
+    servers: dict[str, LocalModelServer] = {}
+    try:
+        for name in names:
+            servers[name] = LocalModelServer(name, chat_format=plan.chat_format, n_ctx=plan.n_ctx).start()
+        yield servers
+    finally:
+        for server in reversed(servers.values()):  # the last started restores the endpoint variable first
+            server.stop()
+
+
+def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalModelServer]) -> RunConfig:
+    """``cfg`` with every role on its local model and each model routed to its own server (endpoint and
+    tool-call parsing over the config's own entry for it)."""
+    agent = servers[plan.agent].model
+    user = servers[plan.user].model if plan.user in servers else agent
+    models = cfg.models.model_copy(update={"task": [agent], "user": user, "diagnoser": agent, "coder": agent})
+    routes = dict(cfg.llm.models)
+    for server in servers.values():
+        served = server.model_config()
+        entry = routes.get(server.model)
+        routes[server.model] = served if entry is None else entry.model_copy(
+            update={"api_base": served.api_base, "tool_call_parsing": served.tool_call_parsing})
+    llm = cfg.llm.model_copy(update={"models": routes})
+    return cfg.model_copy(update={"models": models, "llm": llm})
+
+
+def fetch_models(plan: LocalPlan, *, with_user: bool) -> None:
+    """Download the opt-in split models ``plan`` serves (nothing for SmolLM2, which the server fetches itself)."""
+    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+
+    for name in plan.models if with_user else (plan.agent,):
+        if name in SPLIT_MODELS:
+            fetch_split_model(name)
