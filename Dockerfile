@@ -8,6 +8,8 @@
 ARG BASE_IMAGE=ecdysis-sandbox-rootfs:local
 
 FROM ${BASE_IMAGE} AS install
+# Labelled so cluster/build-image.sh can remove this stage's image (every wheel) once the build is done.
+LABEL ecdysis.stage=install
 # Wheels only, no index: pip runs from its own wheel, so the base needs neither pip nor ensurepip, and pip itself
 # does not end up in the image. Left out as well: the packages' own test suites, Ray's Java jars and LiteLLM's proxy
 # web UI (none is imported by a node); bytecode is compiled once here, so no node compiles it at start-up.

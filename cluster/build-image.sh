@@ -43,7 +43,11 @@ echo "build-image: building wheels for ecdysis $version and its dependencies int
 echo "build-image: building $image ($stamped) on $base"
 DOCKER_BUILDKIT=0 docker build -q --build-arg BASE_IMAGE="$base" --build-arg VERSION="$version" \
     --build-arg GIT_COMMIT="$commit" -t "$image" -t "$stamped" . >/dev/null
-# The install stage stays behind as an untagged image holding every wheel: remove it.
-docker image prune -f --filter label!=ecdysis --filter dangling=true >/dev/null 2>&1 || true
+# The install stage stays behind as an untagged image holding every wheel, and earlier builds keep their stamped
+# tags: remove both (only our images: the install stage's label, and this repository's other version-commit tags).
+docker image prune -f --filter dangling=true --filter label=ecdysis.stage=install >/dev/null 2>&1 || true
+for old in $(docker images "${image%%:*}" --filter label=ecdysis.role=node --format '{{.Repository}}:{{.Tag}}'); do
+    [[ $old == "$stamped" || $old == "$image" ]] || docker rmi "$old" >/dev/null 2>&1 || true
+done
 size=$(docker image inspect -f '{{.Size}}' "$image")
 echo "build-image: built $image = $stamped ($((size / 1000000)) MB)"
