@@ -57,4 +57,4 @@ cluster-test: setup sandbox-ready
 
 # Rollouts per minute on the container cluster with 1 worker node against 2 (same latency server and tasks).
 cluster-bench: setup sandbox-ready
-	@rc=0; $(PY) -m benchmarks.cluster_throughput || rc=$$?; bash cluster/local-cluster.sh down; exit $$rc
+	@rc=0; $(PY) -m benchmarks.cluster_throughput $(ARGS) || rc=$$?; bash cluster/local-cluster.sh down; exit $$rc

@@ -91,7 +91,7 @@ def measure(tasks: int, trials: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster_throughput")
     parser.add_argument("--tasks", type=int, default=20)
-    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=8, help="episodes at once per worker node")
     parser.add_argument("--latency", default="1.0", help="seconds per model call")
     parser.add_argument("--sandbox", choices=("docker", "process"), default="docker",

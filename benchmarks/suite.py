@@ -2,8 +2,7 @@
 
 Every section is a plain function returning figures (dicts); :mod:`benchmarks.markdown` turns them into
 BENCHMARKS.md. Options: ``--quick`` (small sizes), ``--only SECTION`` (repeatable), ``--out PATH``,
-``--latency-train S`` / ``--latency-rollout S``, ``--json PATH`` (raw figures), ``--parallel N`` (sections in N
-processes at once: for smoke runs, whose figures need not be comparable).
+``--latency-train S`` / ``--latency-rollout S``, ``--json PATH`` (raw figures).
 """
 
 from __future__ import annotations
@@ -180,38 +179,6 @@ def _docker_cpu(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
     return {"docker": row}
 
 
-QUICK_SECONDS = {"training": 110, "throughput": 60, "tau2": 66, "sandbox": 9, "cpu": 24, "startup": 50,
-                 "agentbench": 61, "aggregation": 7, "selection": 40, "grading": 36}
-"""Rough seconds of each section at quick size here, to balance ``--parallel`` groups."""
-
-
-def run_in_parallel(groups: int, only: list[str], options: list[str], log: Callable[[str], None]) -> dict[str, Any]:
-    """Run the sections in ``groups`` child processes at once (each its own Ray); the smoke test's way to be quick.
-    Figures taken side by side with other sections are not comparable: full runs stay sequential."""
-    import subprocess
-    import tempfile
-
-    buckets: list[list[str]] = [[] for _ in range(max(1, groups))]
-    for name in sorted(only, key=lambda n: -QUICK_SECONDS.get(n, 30)):
-        min(buckets, key=lambda b: sum(QUICK_SECONDS.get(n, 30) for n in b)).append(name)
-    out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="ecdysis-bench-") as folder:
-        children = []
-        for i, bucket in enumerate(b for b in buckets if b):
-            raw = Path(folder) / f"part{i}.json"
-            command = [sys.executable, "-m", "benchmarks", "--out", str(Path(folder) / f"part{i}.md"), "--json",
-                       str(raw), *options, *(a for n in bucket for a in ("--only", n))]
-            log(f"[bench] group {i}: {', '.join(bucket)}")
-            children.append((bucket, raw, subprocess.Popen(command)))
-        for bucket, raw, child in children:
-            child.wait()
-            sections = json.loads(raw.read_text())["sections"] if raw.exists() else {}
-            for name in bucket:
-                out[name] = sections.get(name) or {"ok": False, "seconds": 0.0,
-                                                   "error": f"the group process exited {child.returncode}"}
-    return {name: out[name] for name in SECTIONS if name in out}
-
-
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.markdown import render
 
@@ -222,8 +189,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the raw figures here")
     parser.add_argument("--latency-train", type=float, default=None, help="per-call latency of section 1 (s)")
     parser.add_argument("--latency-rollout", type=float, default=None, help="per-call latency of sections 2-5 (s)")
-    parser.add_argument("--parallel", type=int, default=1,
-                        help="run the sections in this many processes at once (smoke runs; figures not comparable)")
     args = parser.parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     sizes = QUICK if args.quick else FULL
@@ -235,16 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     report: dict[str, Any] = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "quick": args.quick,
                               "machine": machine(), "sizes": sizes.__dict__}
-    def log(message: str) -> None:
-        print(message, file=sys.stderr)
-
-    only = list(args.only or SECTIONS)
-    options = [*(["--quick"] if args.quick else []),
-               *(["--latency-train", str(args.latency_train)] if args.latency_train is not None else []),
-               *(["--latency-rollout", str(args.latency_rollout)] if args.latency_rollout is not None else [])]
-    report["sections"] = (run_in_parallel(args.parallel, only, options, log) if args.parallel > 1
-                          else run_sections(sizes, only, log))
-    report["parallel"] = args.parallel
+    report["sections"] = run_sections(sizes, list(args.only or SECTIONS), lambda m: print(m, file=sys.stderr))
     report["total_s"] = time.perf_counter() - started
     Path(args.out).write_text(render(report))
     if args.json:

@@ -19,8 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
     folder = tmp_path_factory.mktemp("bench")
     out, raw = folder / "BENCHMARKS.md", folder / "raw.json"
-    # Two processes of sections at once: this checks that every section runs and reports, not its figures.
-    rc = main(["--quick", "--parallel", "2", "--out", str(out), "--json", str(raw)])
+    rc = main(["--quick", "--out", str(out), "--json", str(raw)])
     return rc, json.loads(raw.read_text()), out.read_text()
 
 
