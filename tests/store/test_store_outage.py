@@ -89,8 +89,9 @@ def test_a_paused_endpoint_is_waited_out_and_nothing_is_lost_or_doubled(
 def test_an_outage_longer_than_the_limit_raises_naming_the_endpoint(
         moto_process: tuple[subprocess.Popen[bytes], str], monkeypatch: pytest.MonkeyPatch) -> None:
     proc, endpoint = moto_process
-    monkeypatch.setenv("ECDYSIS_S3_OUTAGE_S", "4")
-    monkeypatch.setattr(s3, "READ_TIMEOUT_S", 2)
+    monkeypatch.setenv("ECDYSIS_S3_OUTAGE_S", "3")
+    monkeypatch.setattr(s3, "READ_TIMEOUT_S", 1)
+    monkeypatch.setattr(s3, "MAX_ATTEMPTS", 1)
     store = ArtifactStore(f"s3://{create_bucket(endpoint)}/runs")
     os.kill(proc.pid, signal.SIGSTOP)
     started = time.monotonic()
