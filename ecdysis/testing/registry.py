@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from ecdysis.testing.processes import stop_process
 from ecdysis.testing.s3 import free_port
 
 START_TIMEOUT_S = 30.0
@@ -58,12 +59,7 @@ def registry_server(host: str = "127.0.0.1") -> Iterator[str]:
                 _wait_ready(proc, f"{host}:{port}", Path(folder) / "log")
                 yield f"{host}:{port}"
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop_process(proc)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], address: str, log: Path) -> None:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
+from ecdysis.testing.processes import stop_process
+
 START_TIMEOUT_S = 60.0
 
 
@@ -39,12 +41,7 @@ def moto_s3_server(host: str = "127.0.0.1") -> Iterator[str]:
             _wait_listening(proc, host, port, log)
             yield f"http://{host}:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
 
 def _wait_listening(proc: subprocess.Popen[bytes], host: str, port: int, log: IO[bytes]) -> None:
