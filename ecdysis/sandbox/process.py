@@ -197,6 +197,11 @@ class ProcessSandbox(StreamSandbox):
             # Everything the sandbox started is in its cgroup (its pid namespace died with bubblewrap already).
             if not self.cgroup.kill_all():
                 log.warning("process sandbox %s: processes survive in its cgroup", self.sandbox_id)
+            # A killed process leaves cgroup.procs a moment before it stops showing as alive in /proc (a fork bomb's
+            # last ones were still there when the test looked): wait for them, briefly, before the uid is released.
+            deadline = time.monotonic() + 2.0
+            while self.uid is not None and processes_of(self.uid) and time.monotonic() < deadline:
+                time.sleep(0.01)
         elif self.uid is not None and processes_of(self.uid):
             # Anything left under the sandbox's uid escaped the group (setsid, double fork): kill it all. Usually
             # nothing is, and one /proc scan is far cheaper than kill_uid's fork of this (large) process.
