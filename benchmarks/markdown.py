@@ -177,10 +177,14 @@ def _memory(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     rows = fig["main"]["rows"]
     top = max(rows, key=lambda r: r["concurrency"])
     lines = ["Peak resident memory of this process and its descendants (Ray, rollout workers, process sandboxes; "
-             "the latency server left out), sampled every 0.5 s during each batch, divided by the concurrency.", "",
-             "| concurrency | workers | peak RSS MB | MB per concurrent episode |", "|---:|---:|---:|---:|"]
+             "the latency server left out), sampled every second during each batch, divided by the concurrency. "
+             "*RSS* (the judged figure) counts each process's shared pages (the interpreter, its libraries) again in "
+             "every process; *PSS* shares them out, so its sum is the memory the run really holds.", "",
+             "| concurrency | workers | peak RSS MB | RSS MB per concurrent episode | peak PSS MB | "
+             "PSS MB per concurrent episode |", "|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['concurrency']} | {r.get('workers')} | {_f(r.get('peak_rss_mb'), 0)} | "
-              f"{_f(r.get('rss_mb_per_concurrent_episode'), 1)} |" for r in rows]
+              f"{_f(r.get('rss_mb_per_concurrent_episode'), 1)} | {_f(r.get('peak_pss_mb'), 0)} | "
+              f"{_f(r.get('pss_mb_per_concurrent_episode'), 1)} |" for r in rows]
     value = top.get("rss_mb_per_concurrent_episode")
     return lines, None if value is None else value <= 30
 

@@ -29,7 +29,7 @@ def start_ray() -> dict[str, Any]:
     """Start a private local Ray (never join someone else's) with :func:`preload` in every worker."""
     import ray
 
-    from ecdysis.ray_env import _forwarded
+    from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG, _forwarded
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if not ray.is_initialized():
@@ -38,5 +38,6 @@ def start_ray() -> dict[str, Any]:
         root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
+                 _system_config=LOCAL_SYSTEM_CONFIG,
                  runtime_env={"env_vars": env, "worker_process_setup_hook": "benchmarks.preload.preload"})
     return dict(ray.cluster_resources())

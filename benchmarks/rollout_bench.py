@@ -28,6 +28,12 @@ DEFAULT_TASKS = ("1", "2", "4", "5", "7", "10", "12", "13")
 """Airline tasks the stub attributes unambiguously, with 1–4 gold actions (short and long episodes mixed)."""
 
 
+WARM_POOL = 8
+"""Most started sandboxes waiting per worker. A worker's refill thread starts one in ~65 ms while an episode takes
+seconds, so a few keep every start off the episodes' path; one per slot (as before) kept up to 128 idle sandboxes
+at 128 concurrent (1.6 GB resident), all started for nothing at the end of a batch."""
+
+
 def sandbox_config(kind: str, warm_pool: int = 4) -> dict[str, Any]:
     """The sandbox section for ``kind`` (``process`` or ``docker``): a warm pool of ``warm_pool`` per worker."""
     if kind == "docker":
@@ -52,10 +58,9 @@ def settings_for(server: LatencyServer, concurrency: int, store_uri: str, sandbo
     workers = max(1, min(concurrency, max(cores, math.ceil(concurrency / EPISODES_PER_WORKER))))
     per_worker = math.ceil(concurrency / workers)
     gateway = {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()}
-    # The warm pool matches a worker's episodes: each episode takes a started sandbox and the pool starts the next
-    # one while the episode waits on its model, so a sandbox start is off every episode's path.
+    # Each episode takes a started sandbox and the pool starts the next one while the episode waits on its model.
     return RolloutSettings.model_validate(dict(
-        store_uri=store_uri, gateway=gateway, sandbox=sandbox_config(sandbox, per_worker),
+        store_uri=store_uri, gateway=gateway, sandbox=sandbox_config(sandbox, min(per_worker, WARM_POOL)),
         workers=workers, episodes_per_worker=per_worker, max_attempts=1, max_steps=30, wall_clock_s=300.0))
 
 
@@ -96,8 +101,10 @@ def run_batch(server: LatencyServer, concurrency: int, n: int, *, tasks: list[st
             epoch, started = time.time(), time.perf_counter()
             trajectories = pool.evaluate(requests)
             wall = time.perf_counter() - started
-            cpu = meter.read()
             peak_rss = memory.stop()
+            cpu = meter.read()
+            cpu["ours"] -= memory.cpu_s  # the sampler measures; it is no part of a rollout's cost
+            cpu["sampler"] = memory.cpu_s
         finally:
             pool.close()
     calls = [t.llm_calls for t in trajectories]
@@ -111,6 +118,7 @@ def run_batch(server: LatencyServer, concurrency: int, n: int, *, tasks: list[st
         "ideal_episodes_per_min": 60 * n / ideal, "cpu_s": cpu, "cpu_s_per_rollout": cpu["ours"] / n, **steady,
         "workers": settings.workers, "peak_rss_mb": peak_rss / 2**20,
         "rss_mb_per_concurrent_episode": peak_rss / 2**20 / concurrency,
+        "peak_pss_mb": memory.peak_pss / 2**20, "pss_mb_per_concurrent_episode": memory.peak_pss / 2**20 / concurrency,
         "errors": sorted({f"{t.termination_reason.value}: {(t.error or '')[:200]}" for t in trajectories
                           if not t.termination_reason.is_normal_stop})[:3],
     }

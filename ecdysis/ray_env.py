@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
+"""Ray settings of a local cluster started here. Ray prestarts one idle worker per CPU when the first driver
+connects, before the job's runtime environment is known; our actors never run in them (their runtime environment
+differs), so on a 2-core machine they cost 0.75 CPU-s during start-up and 160 MB for the whole run, for nothing."""
+
 
 def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, Any]:
     """Join the cluster at ``address`` or start a local Ray; returns the cluster's resources.
@@ -32,7 +37,7 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         else:
             # "local": without it, ray.init joins any Ray already running on this machine (another user's, or a
             # leftover), and rejects num_cpus there.
-            ray.init(address="local", num_cpus=num_cpus, **kwargs)
+            ray.init(address="local", num_cpus=num_cpus, _system_config=LOCAL_SYSTEM_CONFIG, **kwargs)
     return dict(ray.cluster_resources())
 
 

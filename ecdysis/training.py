@@ -90,74 +90,81 @@ class TrainingDriver:
 
         cfg = self.config
         store = ArtifactStore(cfg.storage.uri)
-        train, test = training_tasks(cfg)
-        manifest = store.read_manifest(self.run_id) if resume else None
-        if manifest is None:
-            manifest = RunManifest(
-                run_id=self.run_id, kind="train", method=self.method, config=cfg.model_dump(mode="json"),
-                config_hash=cfg.config_hash(), package_versions=package_versions(), seed=cfg.seed,
-                models=list(cfg.models.task), tasks=train + test,
-                note=f"train={len(train)} test={len(test)} tasks",
-            )
-            store.write_manifest(manifest)
-        events = EventLog(store, self.run_id, flush_s=self.flush_s, heartbeat_s=self.heartbeat_s).start()
-        events.emit(EventKind.RUN_STARTED, round=0, total=len(train), payload={
-            "interval_s": self.heartbeat_s, "method": self.method, "resume": resume,
-            "max_rounds": cfg.training.max_rounds, "train_tasks": len(train), "test_tasks": len(test)})
-        mirror = mlflow_mirror(cfg, store, self.run_id,
-                               warn=lambda message: events.emit(EventKind.WARNING, payload={"message": message}))
-        if mirror is not None:
-            mirror.start()
-        llm = Gateway(cfg.llm, store=store, context={"run_id": self.run_id})
-
-        def llm_turn(call: LLMCallRecord) -> None:
-            events.emit(EventKind.LLM_TURN, role=call.role, tokens=call.tokens.total, cost_usd=call.cost_usd or 0.0,
-                        payload={"model": call.model, "cache_hit": call.cache_hit})
-
-        llm.subscribe(llm_turn)
-        backend = make_backend(cfg.sandbox)
         settings = rollout_settings(cfg)
+        # The rollout workers start first: their processes import the rollout stack (litellm alone is ~3 CPU-s)
+        # while this driver sets up the run, instead of after it.
         pool = RolloutPool(settings, store=store)
-
-        def driver_usage() -> tuple[float, float]:
-            usage = llm.usage(self.run_id)
-            return float(usage.tokens), float(usage.cost_usd or 0.0)
-
-        pool.extra_usage = driver_usage  # diagnosis and coding count against the run's budget too
-
-        def spent() -> tuple[float, float]:
-            tokens, usd = driver_usage()
-            return tokens + pool.spent["tokens"], usd + pool.spent["cost_usd"]
-
-        reporter = EvaluationReporter(events, threshold=cfg.training.failure_threshold, spent=spent,
-                                      max_tokens=cfg.llm.max_tokens, max_usd=cfg.llm.max_usd)
-
-        def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Any]:
-            requests = []
-            for model in cfg.models.task:
-                requests += episode_requests(train, harness_dir=bundle_dir, harness_hash=harness_hash, model=model,
-                                             user_model=cfg.models.user, trials=cfg.rollouts.train_trials,
-                                             run_id=self.run_id, round=round_, phase=phase, settings=settings,
-                                             seed=cfg.seed)
-            which = Phase.EVALUATION if phase == "base" else Phase.CANDIDATE_EVALUATION
-            return reporter.evaluate(pool, requests, round_=round_, phase=which)
-
-        def on_round(result: RoundResult) -> None:
-            events.flush()  # the round's episode and LLM-turn events are in the store before the mirror reads them
+        try:
+            train, test = training_tasks(cfg)
+            manifest = store.read_manifest(self.run_id) if resume else None
+            if manifest is None:
+                manifest = RunManifest(
+                    run_id=self.run_id, kind="train", method=self.method, config=cfg.model_dump(mode="json"),
+                    config_hash=cfg.config_hash(), package_versions=package_versions(), seed=cfg.seed,
+                    models=list(cfg.models.task), tasks=train + test,
+                    note=f"train={len(train)} test={len(test)} tasks",
+                )
+                store.write_manifest(manifest)
+            events = EventLog(store, self.run_id, flush_s=self.flush_s, heartbeat_s=self.heartbeat_s).start()
+            events.emit(EventKind.RUN_STARTED, round=0, total=len(train), payload={
+                "interval_s": self.heartbeat_s, "method": self.method, "resume": resume,
+                "max_rounds": cfg.training.max_rounds, "train_tasks": len(train), "test_tasks": len(test)})
+            mirror = mlflow_mirror(cfg, store, self.run_id,
+                                   warn=lambda message: events.emit(EventKind.WARNING, payload={"message": message}))
             if mirror is not None:
-                mirror.log_round(result)
+                mirror.start()
+            llm = Gateway(cfg.llm, store=store, context={"run_id": self.run_id})
 
-        parts = DiagnoserParts(llm=llm, model=cfg.models.diagnoser, aggregator_model=cfg.models.aggregator,
-                               prompt_budget_chars=cfg.training.prompt_budget_chars, store=store,
-                               task_models=tuple(cfg.models.task), options={"fdcr_passes": cfg.training.fdcr_passes})
-        seed = build(cfg.benchmark).seed_harnesses()["human"]
-        loop = TrainingLoop(
-            LoopSettings(run_id=self.run_id, method=self.method, harness_dir=seed,
-                         max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
-                         workspace=self.workspace, write_trajectories=False),
-            store, llm, backend, evaluate, method(self.method).diagnoser(parts),
-            cfg.training.coder.build(llm, cfg.models.coder, backend), events=events, on_round=on_round,
-        )
+            def llm_turn(call: LLMCallRecord) -> None:
+                events.emit(EventKind.LLM_TURN, role=call.role, tokens=call.tokens.total, cost_usd=call.cost_usd or 0.0,
+                            payload={"model": call.model, "cache_hit": call.cache_hit})
+
+            llm.subscribe(llm_turn)
+            backend = make_backend(cfg.sandbox)
+
+            def driver_usage() -> tuple[float, float]:
+                usage = llm.usage(self.run_id)
+                return float(usage.tokens), float(usage.cost_usd or 0.0)
+
+            pool.extra_usage = driver_usage  # diagnosis and coding count against the run's budget too
+
+            def spent() -> tuple[float, float]:
+                tokens, usd = driver_usage()
+                return tokens + pool.spent["tokens"], usd + pool.spent["cost_usd"]
+
+            reporter = EvaluationReporter(events, threshold=cfg.training.failure_threshold, spent=spent,
+                                          max_tokens=cfg.llm.max_tokens, max_usd=cfg.llm.max_usd)
+
+            def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Any]:
+                requests = []
+                for model in cfg.models.task:
+                    requests += episode_requests(train, harness_dir=bundle_dir, harness_hash=harness_hash, model=model,
+                                                 user_model=cfg.models.user, trials=cfg.rollouts.train_trials,
+                                                 run_id=self.run_id, round=round_, phase=phase, settings=settings,
+                                                 seed=cfg.seed)
+                which = Phase.EVALUATION if phase == "base" else Phase.CANDIDATE_EVALUATION
+                return reporter.evaluate(pool, requests, round_=round_, phase=which)
+
+            def on_round(result: RoundResult) -> None:
+                events.flush()  # the round's episode and LLM-turn events are in the store before the mirror reads them
+                if mirror is not None:
+                    mirror.log_round(result)
+
+            parts = DiagnoserParts(llm=llm, model=cfg.models.diagnoser, aggregator_model=cfg.models.aggregator,
+                                   prompt_budget_chars=cfg.training.prompt_budget_chars, store=store,
+                                   task_models=tuple(cfg.models.task),
+                                   options={"fdcr_passes": cfg.training.fdcr_passes})
+            seed = build(cfg.benchmark).seed_harnesses()["human"]
+            loop = TrainingLoop(
+                LoopSettings(run_id=self.run_id, method=self.method, harness_dir=seed,
+                             max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
+                             workspace=self.workspace, write_trajectories=False),
+                store, llm, backend, evaluate, method(self.method).diagnoser(parts),
+                cfg.training.coder.build(llm, cfg.models.coder, backend), events=events, on_round=on_round,
+            )
+        except BaseException:
+            pool.close()
+            raise
         stopped: str | None = None
         try:
             try:
