@@ -87,9 +87,10 @@ class RssSampler:
     """Samples, every ``interval_s``, the resident memory of this process and its descendants (Ray, workers,
     sandboxes; ``exclude`` left out) and keeps the peak. :meth:`stop` returns it in bytes.
 
-    Walking the process tree is not free (a /proc read per process: measured ~80 ms of CPU per rollout at 0.5 s
-    intervals with 70 sandboxes alive), and it runs in this process, which a :class:`CpuMeter` counts as ours: the
-    sampler's own CPU (``cpu_s``, its thread's CPU time) is therefore reported so callers can take it back out."""
+    Walking the process tree is not free (a few /proc reads per process; at 0.5 s intervals it was 76 of the 83
+    py-spy samples of the benchmark's driver process during a batch), and it runs in this process, which a
+    :class:`CpuMeter` counts as ours: the sampler's own CPU (``cpu_s``, its thread's CPU time) is therefore reported
+    so callers can take it back out."""
 
     def __init__(self, *, exclude: set[int] | None = None, interval_s: float = 1.0) -> None:
         import threading

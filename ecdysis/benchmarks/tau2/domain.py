@@ -13,11 +13,13 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import random
+import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,27 @@ def tau2_arguments(sent: Any) -> dict[str, Any]:
 
 class TauDomainError(ValueError):
     """An unknown domain, task id or split (the message lists what exists)."""
+
+
+UNUSED_OPTIONAL_IMPORTS = ("pandas", "polars")
+"""Packages τ²'s modules pull in only because they are installed: ``tau2.utils`` imports deepdiff, whose hashing
+module imports pandas when it can (for hashing DataFrames, which no domain holds). pandas is 0.5 s of CPU and about
+100 MB resident in every process that loads a domain (each rollout worker)."""
+
+
+@contextlib.contextmanager
+def optional_imports_hidden(names: Sequence[str]) -> Iterator[None]:
+    """While inside, ``import`` of each of ``names`` not yet imported raises ImportError (the code that treats them
+    as optional then goes without); afterwards they import normally again."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # the import system's own "not importable" marker
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 @dataclass(frozen=True)
@@ -93,9 +116,10 @@ class TauDomain:
         from loguru import logger
 
         logger.disable("tau2")  # τ² logs every tool response at DEBUG: slow, and noise in our logs
-        env_module = importlib.import_module(f"tau2.domains.{name}.environment")
-        utils = importlib.import_module(f"tau2.domains.{name}.utils")
-        data_model = importlib.import_module(f"tau2.domains.{name}.data_model")
+        with optional_imports_hidden(UNUSED_OPTIONAL_IMPORTS):
+            env_module = importlib.import_module(f"tau2.domains.{name}.environment")
+            utils = importlib.import_module(f"tau2.domains.{name}.utils")
+            data_model = importlib.import_module(f"tau2.domains.{name}.data_model")
         db_class = {"airline": "FlightDB", "retail": "RetailDB", "mock": "MockDB"}[name]
         prefix = name.upper()
         raw = json.loads(Path(getattr(utils, f"{prefix}_DB_PATH")).read_text())
