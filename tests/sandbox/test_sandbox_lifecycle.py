@@ -85,15 +85,18 @@ def test_lifetime_watchdog_kills_an_abandoned_sandbox(kind: str) -> None:
         backend.shutdown()
 
 
-def test_no_container_left_after_failures(kind: str, episode: Episode) -> None:
+def test_no_container_left_after_failures(kind: str, episode: Episode, backend: Any) -> None:
     if kind != "docker":
         import pytest
 
         pytest.skip("containers exist only in the docker backend (process cleanup is checked by assert_gone)")
     episode("attacks", config={"attack": "infinite_loop"}, wall_clock_s=1)
     episode("attacks", config={"attack": "raw", "raw": "garbage\n"})
-    episode("normal", config={"raise": True})
-    assert session_containers() == []
+    # The runtime reports the harness's exception and exits 0: a clean end, so its container may wait for reuse.
+    _, raised = episode("normal", config={"raise": True})
+    idle = {holder.id for pool in backend._containers.values() for holder in pool}
+    assert {container["Id"] for container in session_containers()} <= idle
+    assert raised.returned == (raised.container.id in idle)
 
 
 def test_least_recently_used_pool_is_dropped(kind: str) -> None:
