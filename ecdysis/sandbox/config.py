@@ -72,7 +72,8 @@ class DockerSandboxConfig(_Common):
     """Episodes one container serves before it is removed. Above 1, a container holds an idle root process with no
     capabilities and each episode is a ``docker exec`` of the runtime as ``user``, which first kills every process of
     that uid and empties /tmp, /dev/shm and its IPC objects; a container goes back for another episode only after a
-    clean end (``finish``, then exit 0, no OOM kill). 0 or 1: one container per episode, the runtime its own process."""
+    clean end (``finish``, then exit 0, no OOM kill). 0 or 1 (or ``init`` off): one container per episode, the runtime
+    its own process."""
     log_driver: str = "none"
     """Docker log driver of the containers. The host reads everything a sandbox writes from its attach stream, so
     by default the daemon keeps no second copy (``json-file`` keeps one, for ``docker logs``)."""

@@ -66,10 +66,9 @@ def _oom_kills(path: Path | None) -> int | None:
 class _Container:
     """A reusable container of one bundle: its idle holder process waits while no episode runs in it."""
 
-    def __init__(self, client: Any, container_id: str, label: str, bundle_hash: str) -> None:
+    def __init__(self, client: Any, container_id: str, bundle_hash: str) -> None:
         self.client = client
         self.id = container_id
-        self.label = label
         self.bundle_hash = bundle_hash
         self.episodes = 0
         self.oom_file = next((Path(pattern.format(id=container_id)) for pattern in _CGROUP_OOM_FILES
@@ -282,7 +281,8 @@ class DockerBackend(PooledBackend):
 
     @property
     def _reusing(self) -> bool:
-        return self.config.reuse_episodes > 1
+        # Without the init nothing reaps what an episode leaves behind: its zombies would pile up in the pids limit.
+        return self.config.reuse_episodes > 1 and self.config.init
 
     def _start(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         """A ready sandbox: an exec in an idle container of the bundle when there is one, else a new container.
@@ -367,7 +367,7 @@ class DockerBackend(PooledBackend):
                     user="0:0", host_config=self._host_config())
                 container_id = created["Id"]
                 api.start(container_id)
-                return self._exec(_Container(self.client, container_id, sandbox_id, bundle_hash), launched_at,
+                return self._exec(_Container(self.client, container_id, bundle_hash), launched_at,
                                   sandbox_id=sandbox_id)
             created = api.create_container(
                 image, stdin_open=True, tty=False, detach=True, labels=labels, name=f"ecdysis-{sandbox_id}",

@@ -66,6 +66,11 @@ def test_a_reused_container_keeps_nothing_of_the_previous_episode(reusing: Any) 
     assert {process["command"] for process in others.values()} <= HOLDER, others
     assert all(process["uid"] == 0 for process in others.values()), others
     assert seen["ipc"] == {"shm": [], "msg": [], "sem": []}, seen["ipc"]
+    # The harness's uid holds no capability and can signal neither the init nor the root holder.
+    assert {pid: seen["signals"][pid] for pid in others} == dict.fromkeys(others, "PermissionError"), seen["signals"]
+    privileges = seen["privileges"]
+    assert privileges["Uid"].split()[0] == "65532" and privileges["NoNewPrivs"] == "1", privileges
+    assert int(privileges["CapEff"], 16) == int(privileges["CapPrm"], 16) == int(privileges["CapBnd"], 16) == 0
     assert_gone(sandbox2)
 
 

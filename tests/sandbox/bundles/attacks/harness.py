@@ -335,7 +335,18 @@ def inventory(session):
     for kind in ("shm", "msg", "sem"):
         with open(f"/proc/sysvipc/{kind}") as handle:
             ipc[kind] = [line.split() for line in handle][1:]
-    _report(session, files=files, processes=processes, ipc=ipc, pid=os.getpid())
+    signals = {}
+    for pid in processes:
+        try:
+            os.kill(int(pid), 0)
+            signals[pid] = "allowed"
+        except OSError as exc:
+            signals[pid] = type(exc).__name__
+    with open("/proc/self/status") as handle:
+        status = {key: value.strip() for key, _, value in (line.partition(":") for line in handle)}
+    privileges = {key: status.get(key) for key in ("Uid", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}
+    _report(session, files=files, processes=processes, ipc=ipc, pid=os.getpid(), signals=signals,
+            privileges=privileges)
 
 
 def proc_list(session):
