@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 import socket
 import struct
 import threading
@@ -47,6 +49,26 @@ _CGROUP_OOM_FILES = ("/sys/fs/cgroup/memory/docker/{id}/memory.oom_control",
                      "/sys/fs/cgroup/memory/system.slice/docker-{id}.scope/memory.oom_control",
                      "/sys/fs/cgroup/docker/{id}/memory.events",
                      "/sys/fs/cgroup/system.slice/docker-{id}.scope/memory.events")
+_CGROUP_PROCS_FILES = ("/sys/fs/cgroup/pids/docker/{id}/cgroup.procs",
+                       "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/cgroup.procs",
+                       "/sys/fs/cgroup/docker/{id}/cgroup.procs",
+                       "/sys/fs/cgroup/system.slice/docker-{id}.scope/cgroup.procs")
+
+
+def _first_file(patterns: tuple[str, ...], container_id: str) -> Path | None:
+    return next((Path(p.format(id=container_id)) for p in patterns if Path(p.format(id=container_id)).exists()), None)
+
+
+def _live_uid(pid: str) -> int | None:
+    """The real uid of a host process, None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+    except OSError:
+        return None
+    if fields.get("State", "").strip()[:1] in ("Z", "X"):
+        return None
+    return int(fields["Uid"].split()[0])
 
 
 def _oom_kills(path: Path | None) -> int | None:
@@ -71,8 +93,31 @@ class _Container:
         self.id = container_id
         self.bundle_hash = bundle_hash
         self.episodes = 0
-        self.oom_file = next((Path(pattern.format(id=container_id)) for pattern in _CGROUP_OOM_FILES
-                              if Path(pattern.format(id=container_id)).exists()), None)
+        self.oom_file = _first_file(_CGROUP_OOM_FILES, container_id)
+        self.procs_file = _first_file(_CGROUP_PROCS_FILES, container_id) if os.geteuid() == 0 else None
+
+    def kill_leftovers(self, uid: int, timeout: float = 2.0) -> None:
+        """SIGKILL, from the host, every process of ``uid`` still in the container, before a new runtime starts.
+
+        The runtime's ``--wipe`` kills them too, but only once its interpreter runs; until then a leftover could
+        trace or kill it. Needs root on the daemon's host (the cgroup files and the right to signal); elsewhere it
+        does nothing and the runtime's wipe alone serves.
+        """
+        if self.procs_file is None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                pids = self.procs_file.read_text().split()
+            except OSError:
+                return
+            left = [int(pid) for pid in pids if _live_uid(pid) == uid]
+            if not left:
+                return
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.002)
 
     def close(self) -> None:
         """Remove the container (idempotent, never raises)."""
@@ -151,8 +196,8 @@ class DockerSandbox(StreamSandbox):
         kills = _oom_kills(self.holder.oom_file)
         if kills is not None and self._oom_baseline is not None:
             return kills > self._oom_baseline
-        # No cgroup file here (a remote daemon): the container's flag, set by any OOM kill since it started. A
-        # container whose episode saw one is never reused, so the flag stays this episode's own.
+        # No cgroup file here (a remote daemon): the container's flag. Docker 20.10 on cgroup v1 leaves it false when
+        # the OOM killer ends an exec'd process (checked), so there an OOM kill reads as exit 137, not out_of_memory.
         return bool(self._client.api.inspect_container(self.holder.id).get("State", {}).get("OOMKilled"))
 
     def _exit_status(self) -> SandboxExited:
@@ -391,6 +436,9 @@ class DockerBackend(PooledBackend):
         import docker.errors
 
         api = self.client.api
+        uid = self.config.user.split(":", 1)[0]
+        if holder.episodes and uid.isdigit():
+            holder.kill_leftovers(int(uid))
         try:
             created = api.exec_create(holder.id, [*RUNTIME_COMMAND, "--wipe", "/harness"], stdin=True, stdout=True,
                                       stderr=True, tty=False, user=self.config.user, environment=self._environment())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -48,11 +49,19 @@ def harness_processes(container_id: str) -> list[list[str]]:
     return [row for row in top["Processes"] if row[0] != "0"]
 
 
-def test_a_reused_container_keeps_nothing_of_the_previous_episode(reusing: Any) -> None:
+@pytest.mark.parametrize("host_kill", [True, False], ids=["host_and_runtime_kill", "runtime_kill_alone"])
+def test_a_reused_container_keeps_nothing_of_the_previous_episode(reusing: Any, host_kill: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    if not host_kill:  # as on a host where the backend cannot reach the container's cgroup: the runtime's wipe alone
+        import ecdysis.sandbox.docker_backend as docker_backend
+
+        monkeypatch.setattr(docker_backend, "_CGROUP_PROCS_FILES", ())
     first, sandbox1 = run(reusing, {"attack": "leave_behind"})
     left = report(first)
     assert all(ident >= 0 for ident in left["ipc"].values()), left  # the shm segment, queue and semaphores exist
     assert sandbox1.returned
+    if os.geteuid() == 0:  # only root on the daemon's host can kill from outside
+        assert (sandbox1.holder.procs_file is not None) == host_kill
     container = sandbox1.container.id
     # The detached process outlived its episode, in the container that now waits for the next one.
     assert harness_processes(container), "the hostile process did not survive its episode"
@@ -121,3 +130,13 @@ def test_a_container_retires_after_reuse_episodes() -> None:
         assert_gone(sandboxes[1])  # its second episode was its last: removed
     finally:
         backend.shutdown()
+
+
+def test_out_of_memory_in_a_reused_container(reusing: Any) -> None:
+    _, before = run(reusing, {"attack": "tmp_state"})
+    assert before.returned
+    outcome, sandbox = run(reusing, {"attack": "memory_bomb"}, wall_clock_s=60)
+    assert sandbox.container.id == before.container.id  # the runtime was an exec: the container flag is not enough
+    assert outcome.finish_reason is TerminationReason.OUT_OF_MEMORY, (outcome.note, outcome.stderr_tail)
+    assert not sandbox.returned
+    assert_gone(sandbox)
