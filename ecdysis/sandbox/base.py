@@ -11,7 +11,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ecdysis.sandbox.errors import ProtocolViolation, SandboxError, SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.stream import OutputPump
@@ -31,6 +31,7 @@ class StreamSandbox(ABC):
         self._pump = OutputPump(max_line_bytes=max_line_bytes, max_output_bytes=max_output_bytes,
                                 on_violation=self.close)
         self._launched_at = time.monotonic()
+        self._said_finish = False
         self._closed = False
         self._stopped = False
         self._close_lock = threading.Lock()
@@ -66,6 +67,8 @@ class StreamSandbox(ABC):
             return None
         kind, value = item
         if kind == "message":
+            if value.get("type") == "finish":
+                self._said_finish = True
             return dict(value)
         if self._failure is None:  # the watchdog may have named the cause already
             self._failure = value if kind == "violation" else self._exit_status()
@@ -138,6 +141,10 @@ class StreamSandbox(ABC):
 
     @abstractmethod
     def _is_running(self) -> bool: ...
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
 
 
 class PooledBackend(ABC):
@@ -226,7 +233,10 @@ class PooledBackend(ABC):
         atexit.unregister(self.shutdown)
 
     def _start(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
-        sandbox = self._launch(Path(bundle_dir), bundle_hash)
+        return self._ready(self._launch(Path(bundle_dir), bundle_hash))
+
+    def _ready(self, sandbox: StreamSandbox) -> StreamSandbox:
+        """Track a launched sandbox and wait for its ``ready`` (closing it if the backend shut down meanwhile)."""
         with self._lock:
             self._live.add(sandbox)
             shut = self._shut
@@ -236,11 +246,11 @@ class PooledBackend(ABC):
         sandbox.wait_ready(self._start_timeout_s)
         return sandbox
 
-    def _touch(self, bundle_hash: str) -> list[StreamSandbox]:
+    def _touch(self, bundle_hash: str) -> list[_Closable]:
         # Called under the lock: mark the bundle most recently used; drop the pools of the oldest ones.
         pool = self._idle.pop(bundle_hash)
         self._idle[bundle_hash] = pool
-        evicted: list[StreamSandbox] = []
+        evicted: list[_Closable] = []
         while len(self._idle) > self._warm_bundles:
             oldest = next(iter(self._idle))
             evicted.extend(self._idle.pop(oldest))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ecdysis.protocols import SandboxBackend
 
@@ -59,7 +59,7 @@ class DockerSandboxConfig(_Common):
     no_new_privileges: bool = True
     """Forbid gaining privileges through setuid binaries."""
     user: str = "65532:65532"
-    """uid:gid the runtime runs as (non-root)."""
+    """uid:gid the runtime runs as (non-root; never 0, as the reused containers' idle holder runs as root)."""
     pids_limit: int = Field(default=64, ge=8)
     """Most processes/threads the container may hold at once (stops fork bombs)."""
     mem_limit: str = "512m"
@@ -68,6 +68,12 @@ class DockerSandboxConfig(_Common):
     """CPU quota in billionths of a CPU (1e9 = one core)."""
     init: bool = True
     """Run a tiny init as PID 1 so stray child processes are reaped and signals delivered."""
+    reuse_episodes: int = Field(default=100, ge=0)
+    """Episodes one container serves before it is removed. Above 1, a container holds an idle root process with no
+    capabilities and each episode is a ``docker exec`` of the runtime as ``user``, which first kills every process of
+    that uid and empties /tmp, /dev/shm and its IPC objects; a container goes back for another episode only after a
+    clean end (``finish``, then exit 0, no OOM kill). 0 or 1 (or ``init`` off): one container per episode, the runtime
+    its own process."""
     log_driver: str = "none"
     """Docker log driver of the containers. The host reads everything a sandbox writes from its attach stream, so
     by default the daemon keeps no second copy (``json-file`` keeps one, for ``docker logs``)."""
@@ -76,6 +82,13 @@ class DockerSandboxConfig(_Common):
     keep_images: int = Field(default=32, ge=0)
     """Per-harness images kept on a host: after each build the oldest beyond this many are removed (an image a
     container still uses is kept). 0 keeps them all."""
+
+    @field_validator("user")
+    @classmethod
+    def _not_root(cls, value: str) -> str:
+        if value.split(":", 1)[0] in ("0", "root", ""):
+            raise ValueError("the runtime must not run as root (uid 0)")
+        return value
 
 
 class ProcessSandboxConfig(_Common):

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 import socket
 import struct
 import threading
+import time
 import uuid
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +42,116 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
     return bytes(chunks)
 
 
-class DockerSandbox(StreamSandbox):
-    """A started container; stdin, stdout and stderr travel over the attach socket (multiplexed frames)."""
+RUNTIME_COMMAND = ["python3", "-I", "-S", "-B", "/opt/ecdysis/ecdysis_runtime.py"]
+HOLDER_COMMAND = ["sleep", "infinity"]
+"""What a reusable container runs between episodes (as root without capabilities, under the init)."""
+_CGROUP_OOM_FILES = ("/sys/fs/cgroup/memory/docker/{id}/memory.oom_control",
+                     "/sys/fs/cgroup/memory/system.slice/docker-{id}.scope/memory.oom_control",
+                     "/sys/fs/cgroup/docker/{id}/memory.events",
+                     "/sys/fs/cgroup/system.slice/docker-{id}.scope/memory.events")
+_CGROUP_PROCS_FILES = ("/sys/fs/cgroup/pids/docker/{id}/cgroup.procs",
+                       "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/cgroup.procs",
+                       "/sys/fs/cgroup/docker/{id}/cgroup.procs",
+                       "/sys/fs/cgroup/system.slice/docker-{id}.scope/cgroup.procs")
 
-    def __init__(self, container: Any, attach: Any, *, sandbox_id: str, bundle_hash: str,
-                 config: DockerSandboxConfig) -> None:
+
+def _first_file(patterns: tuple[str, ...], container_id: str) -> Path | None:
+    return next((Path(p.format(id=container_id)) for p in patterns if Path(p.format(id=container_id)).exists()), None)
+
+
+def _live_uid(pid: str) -> int | None:
+    """The real uid of a host process, None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+    except OSError:
+        return None
+    if fields.get("State", "").strip()[:1] in ("Z", "X"):
+        return None
+    return int(fields["Uid"].split()[0])
+
+
+def _oom_kills(path: Path | None) -> int | None:
+    """The ``oom_kill`` counter of a container's memory cgroup (read on this host), or None where unreadable."""
+    if path is None:
+        return None
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class _Container:
+    """A reusable container of one bundle: its idle holder process waits while no episode runs in it."""
+
+    def __init__(self, client: Any, container_id: str, bundle_hash: str) -> None:
+        self.client = client
+        self.id = container_id
+        self.bundle_hash = bundle_hash
+        self.episodes = 0
+        self.oom_file = _first_file(_CGROUP_OOM_FILES, container_id)
+        self.procs_file = _first_file(_CGROUP_PROCS_FILES, container_id) if os.geteuid() == 0 else None
+
+    def kill_leftovers(self, uid: int, timeout: float = 2.0) -> None:
+        """SIGKILL, from the host, every process of ``uid`` still in the container, before a new runtime starts.
+
+        The runtime's ``--wipe`` kills them too, but only once its interpreter runs; until then a leftover could
+        trace or kill it. Needs root on the daemon's host (the cgroup files and the right to signal); elsewhere it
+        does nothing and the runtime's wipe alone serves.
+        """
+        if self.procs_file is None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                pids = self.procs_file.read_text().split()
+            except OSError:
+                return
+            left = [int(pid) for pid in pids if _live_uid(pid) == uid]
+            if not left:
+                return
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.002)
+
+    def close(self) -> None:
+        """Remove the container (idempotent, never raises)."""
+        try:
+            self.client.api.remove_container(self.id, force=True, v=True)
+        except Exception as exc:
+            if "No such container" not in str(exc) and "is already in progress" not in str(exc):
+                log.warning("could not remove container %s: %s", self.id[:12], exc)
+
+
+class DockerSandbox(StreamSandbox):
+    """One runtime in a container; stdin, stdout and stderr travel over one hijacked socket (multiplexed frames).
+
+    Either the runtime is the container's own process (attached; ``exec_id`` None: one container per episode), or it
+    is a ``docker exec`` in a reusable container (``holder``), which goes back to the backend through ``release``
+    after a clean end and is removed after any other.
+    """
+
+    def __init__(self, client: Any, container_id: str, stream: Any, *, sandbox_id: str, bundle_hash: str,
+                 config: DockerSandboxConfig, launched_at: float, exec_id: str | None = None,
+                 holder: _Container | None = None, release: Callable[[DockerSandbox], bool] | None = None) -> None:
         super().__init__(sandbox_id=sandbox_id, bundle_hash=bundle_hash, max_line_bytes=config.max_message_bytes,
                          max_output_bytes=config.max_output_bytes, lifetime_s=config.wall_clock_s)
-        self.container = container
-        self._attach = attach  # keeps the HTTP response (and so the socket) alive
-        self._socket: socket.socket = getattr(attach, "_sock", attach)
+        self._launched_at = launched_at
+        self._client = client
+        self.container = client.containers.prepare_model({"Id": container_id})
+        self.exec_id = exec_id
+        self.holder = holder
+        self.returned = False
+        """True once the container went back to the backend for another episode (it was not removed)."""
+        self._release = release
+        self._oom_baseline = _oom_kills(holder.oom_file) if holder is not None else None
+        self._stream = stream  # keeps the HTTP response (and so the socket) alive
+        self._socket: socket.socket = getattr(stream, "_sock", stream)
         self._reader = threading.Thread(target=self._demux, name=f"sandbox-{sandbox_id}", daemon=True)
         self._reader.start()
 
@@ -75,19 +180,60 @@ class DockerSandbox(StreamSandbox):
     def _is_running(self) -> bool:
         return self._reader.is_alive()
 
+    def _exec_result(self, timeout: float) -> dict[str, Any]:
+        """``exec_inspect`` once the exec'd runtime has stopped (it may lag the end of its stream by a moment)."""
+        deadline, pause = time.monotonic() + timeout, 0.005
+        while True:
+            info = dict(self._client.api.exec_inspect(self.exec_id))
+            if not info.get("Running") or time.monotonic() >= deadline:
+                return info
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    def _oom_killed(self) -> bool:
+        """Whether the container's memory cgroup killed a process during this episode."""
+        assert self.holder is not None
+        kills = _oom_kills(self.holder.oom_file)
+        if kills is not None and self._oom_baseline is not None:
+            return kills > self._oom_baseline
+        # No cgroup file here (a remote daemon): the container's flag. Docker 20.10 on cgroup v1 leaves it false when
+        # the OOM killer ends an exec'd process (checked), so there an OOM kill reads as exit 137, not out_of_memory.
+        return bool(self._client.api.inspect_container(self.holder.id).get("State", {}).get("OOMKilled"))
+
     def _exit_status(self) -> SandboxExited:
         try:
-            status = self.container.wait(timeout=10)
-            self.container.reload()
-            state = self.container.attrs.get("State", {})
+            if self.exec_id is None:
+                status = self.container.wait(timeout=10)
+                self.container.reload()
+                code = int(status.get("StatusCode", -1))
+                oom = bool(self.container.attrs.get("State", {}).get("OOMKilled"))
+            else:
+                info = self._exec_result(timeout=10)
+                code = -1 if info.get("Running") or info.get("ExitCode") is None else int(info["ExitCode"])
+                oom = self._oom_killed()
         except Exception as exc:  # the container is gone (closed, removed): nothing more to learn
             return SandboxExited(f"sandbox {self.sandbox_id} stopped before finishing ({exc.__class__.__name__})")
-        code = int(status.get("StatusCode", -1))
-        oom = bool(state.get("OOMKilled"))
         what = "was killed for memory" if oom else f"exited with code {code}"
         return SandboxExited(f"sandbox {self.sandbox_id} {what} before finishing", oom=oom, exit_code=code)
 
+    def _ended_cleanly(self) -> bool:
+        """The runtime said ``finish`` and then exited 0 on its own, with no violation, expiry or OOM kill."""
+        if self.exec_id is None or not self._said_finish or self._failure is not None or self._pump.violated:
+            return False
+        self._reader.join(timeout=1.0)  # the runtime exits right after ``finish``; its stream ends a moment later
+        if self._reader.is_alive():
+            return False
+        try:
+            info = self._exec_result(timeout=2.0)
+            return not info.get("Running") and info.get("ExitCode") == 0 and not self._oom_killed()
+        except Exception:
+            return False
+
     def _terminate(self) -> None:
+        if self._release is not None and self._ended_cleanly() and self._release(self):
+            self.returned = True
+            self._socket.close()
+            return
         with contextlib.suppress(OSError):
             self._socket.shutdown(socket.SHUT_RDWR)
         try:
@@ -107,7 +253,12 @@ class _ImageGone(SandboxUnavailable):
 
 
 class DockerBackend(PooledBackend):
-    """SandboxBackend of Docker containers (see DockerSandboxConfig for what each container gets)."""
+    """SandboxBackend of Docker containers (see DockerSandboxConfig for what each container gets).
+
+    With ``reuse_episodes`` above 1, a container that ended its episode cleanly waits in a per-bundle list (at most
+    ``warm_pool`` + the bundle's sandboxes in flight) and the next sandbox of that bundle is an exec in it; the runtime
+    wipes what the previous episode left before it says ``ready``.
+    """
 
     def __init__(self, config: DockerSandboxConfig | None = None) -> None:
         import docker
@@ -127,6 +278,8 @@ class DockerBackend(PooledBackend):
         self._pinned: dict[str, str] = {}
         self._image_lock = threading.Lock()
         self._host_config_cache: dict[str, Any] | None = None
+        self._containers: dict[str, deque[_Container]] = {}
+        """Reusable containers with no episode running, per bundle hash (guarded by the pool's lock)."""
         # Containers of owners that died without cleaning up (a killed worker) go when the next backend starts.
         with contextlib.suppress(Exception):
             self.remove_leftovers()
@@ -171,6 +324,65 @@ class DockerBackend(PooledBackend):
         return publish_harness_image(self.client, Path(bundle_dir), bundle_hash, self.config.base_image,
                                      self.config.registry)
 
+    @property
+    def _reusing(self) -> bool:
+        # Without the init nothing reaps what an episode leaves behind: its zombies would pile up in the pids limit.
+        return self.config.reuse_episodes > 1 and self.config.init
+
+    def _start(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
+        """A ready sandbox: an exec in an idle container of the bundle when there is one, else a new container.
+
+        ``start_latency_s`` of the sandbox counts from the first engine call that makes it (``exec_create`` in a
+        reused container; ``create_container`` for a new one, so it includes creating and starting the container
+        and, with reuse, the exec in it) to the runtime's ``ready`` line, which comes after the runtime's wipe.
+        """
+        holder = self._take_idle(bundle_hash) if self._reusing else None
+        if holder is not None:
+            try:
+                return self._ready(self._exec(holder, time.monotonic()))
+            except SandboxUnavailable as exc:
+                # A leftover of the previous episode may have killed the new runtime, or used up the pids: the
+                # container is gone (the failed sandbox removes it); a new one serves instead.
+                holder.close()
+                with self._lock:
+                    if self._shut:
+                        raise
+                log.info("a reused container of %s could not start a sandbox (%s); starting a new one",
+                         bundle_hash[:12], exc)
+        return super()._start(bundle_dir, bundle_hash)
+
+    def idle_containers(self, bundle_hash: str) -> int:
+        """How many reusable containers of this bundle wait with no episode in them."""
+        with self._lock:
+            return len(self._containers.get(bundle_hash, ()))
+
+    def _take_idle(self, bundle_hash: str) -> _Container | None:
+        with self._lock:
+            idle = self._containers.get(bundle_hash)
+            return idle.pop() if idle else None
+
+    def _release(self, sandbox: DockerSandbox) -> bool:
+        """Take back a cleanly ended sandbox's container for another episode; False: the caller removes it."""
+        holder = sandbox.holder
+        if holder is None or holder.episodes >= self.config.reuse_episodes:
+            return False
+        with self._lock:
+            if self._shut or holder.bundle_hash not in self._idle:  # shut down, or the bundle's pools were dropped
+                return False
+            # The closing sandbox is still in flight here (it is not stopped yet).
+            in_flight = sum(1 for live in self._live if live.bundle_hash == holder.bundle_hash and not live.closed)
+            idle = self._containers.setdefault(holder.bundle_hash, deque())
+            if len(idle) >= self._pool_size + in_flight:
+                return False
+            idle.append(holder)
+            return True
+
+    def _touch(self, bundle_hash: str) -> list[Any]:
+        evicted = super()._touch(bundle_hash)
+        for stale in [bundle for bundle in self._containers if bundle not in self._idle]:
+            evicted.extend(self._containers.pop(stale))
+        return evicted
+
     def _launch(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         try:
             return self._create(bundle_dir, bundle_hash)
@@ -180,6 +392,7 @@ class DockerBackend(PooledBackend):
             return self._create(bundle_dir, bundle_hash)
 
     def _create(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
+        """A new container: with reuse, an idle holder and an exec of the runtime in it; else the runtime itself."""
         import docker.errors
 
         image, _ = self.image_for(bundle_dir, bundle_hash)
@@ -187,27 +400,59 @@ class DockerBackend(PooledBackend):
         sandbox_id = uuid.uuid4().hex[:12]
         labels = {**config.labels, "ecdysis": "1", SANDBOX_LABEL: sandbox_id, "ecdysis.bundle": bundle_hash,
                   OWNER_LABEL: owner()}
-        container = None
+        container_id = None
+        launched_at = time.monotonic()
+        api = self.client.api
         try:
             # The low-level API: one create call (the high-level one inspects the new container as well).
-            created = self.client.api.create_container(
+            if self._reusing:
+                # The holder runs as root so that the harness's uid (no capabilities) can neither signal nor trace it.
+                created = api.create_container(
+                    image, entrypoint=HOLDER_COMMAND, detach=True, labels=labels, name=f"ecdysis-{sandbox_id}",
+                    user="0:0", host_config=self._host_config())
+                container_id = created["Id"]
+                api.start(container_id)
+                return self._exec(_Container(self.client, container_id, bundle_hash), launched_at,
+                                  sandbox_id=sandbox_id)
+            created = api.create_container(
                 image, stdin_open=True, tty=False, detach=True, labels=labels, name=f"ecdysis-{sandbox_id}",
-                user=config.user, environment={"ECDYSIS_MAX_MESSAGE_BYTES": str(config.max_message_bytes)},
-                host_config=self._host_config())
-            container = self.client.containers.prepare_model({"Id": created["Id"]})
-            attach = self.client.api.attach_socket(container.id, params={"stdin": 1, "stdout": 1, "stderr": 1,
-                                                                         "stream": 1})
-            sandbox = DockerSandbox(container, attach, sandbox_id=sandbox_id, bundle_hash=bundle_hash,
-                                    config=config)
-            container.start()
+                user=config.user, environment=self._environment(), host_config=self._host_config())
+            container_id = created["Id"]
+            attach = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            sandbox = DockerSandbox(self.client, container_id, attach, sandbox_id=sandbox_id,
+                                    bundle_hash=bundle_hash, config=config, launched_at=launched_at)
+            api.start(container_id)
         except docker.errors.DockerException as exc:
-            if container is not None:
+            if container_id is not None:
                 with contextlib.suppress(docker.errors.DockerException):
-                    container.remove(force=True)
-            if container is None and isinstance(exc, docker.errors.ImageNotFound):
+                    api.remove_container(container_id, force=True)
+            if container_id is None and isinstance(exc, docker.errors.ImageNotFound):
                 raise _ImageGone(image) from exc
             raise SandboxUnavailable(f"could not start a container of {image}: {exc}") from exc
         return sandbox
+
+    def _exec(self, holder: _Container, launched_at: float, *, sandbox_id: str | None = None) -> DockerSandbox:
+        """Start the runtime (with ``--wipe``) as ``config.user`` in a reusable container."""
+        import docker.errors
+
+        api = self.client.api
+        uid = self.config.user.split(":", 1)[0]
+        if holder.episodes and uid.isdigit():
+            holder.kill_leftovers(int(uid))
+        try:
+            created = api.exec_create(holder.id, [*RUNTIME_COMMAND, "--wipe", "/harness"], stdin=True, stdout=True,
+                                      stderr=True, tty=False, user=self.config.user, environment=self._environment())
+            stream = api.exec_start(created["Id"], socket=True)
+        except docker.errors.DockerException as exc:
+            holder.close()
+            raise SandboxUnavailable(f"could not start a sandbox in container {holder.id[:12]}: {exc}") from exc
+        holder.episodes += 1
+        return DockerSandbox(self.client, holder.id, stream, sandbox_id=sandbox_id or uuid.uuid4().hex[:12],
+                             bundle_hash=holder.bundle_hash, config=self.config, launched_at=launched_at,
+                             exec_id=created["Id"], holder=holder, release=self._release)
+
+    def _environment(self) -> dict[str, str]:
+        return {"ECDYSIS_MAX_MESSAGE_BYTES": str(self.config.max_message_bytes)}
 
     def _host_config(self) -> dict[str, Any]:
         """The containers' host config (limits, mounts, no network, no log driver), made once per backend."""
@@ -239,5 +484,10 @@ class DockerBackend(PooledBackend):
         return removed
 
     def shutdown(self) -> None:
-        """Close every sandbox this backend started."""
+        """Close every sandbox this backend started and remove its idle containers."""
         super().shutdown()
+        with self._lock:
+            idle = [holder for pool in self._containers.values() for holder in pool]
+            self._containers.clear()
+        for holder in idle:
+            holder.close()

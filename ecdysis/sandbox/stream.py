@@ -34,6 +34,8 @@ class OutputPump:
         self._tail = bytearray()
         self._total = 0
         self._stopped = False
+        self.violated = False
+        """True once a violation was queued (the sandbox must not be trusted again)."""
 
     def feed_stdout(self, data: bytes) -> None:
         """Protocol bytes from the runtime."""
@@ -112,6 +114,7 @@ class OutputPump:
 
     def _violate(self, text: str) -> None:
         self._stopped = True
+        self.violated = True
         self._queue.put(("violation", ProtocolViolation(text)))
         if self._on_violation is not None:
             # Stopping the sandbox may block on I/O; never do it under the lock or on the reader thread.

@@ -66,12 +66,17 @@ def session_containers() -> list[Any]:
 
 
 def assert_gone(sandbox: Any) -> None:
-    """Nothing of the sandbox survives: no container, or no process of its uid."""
+    """Nothing of the sandbox survives: no container (or, reused, no running runtime), or no process of its uid."""
     assert sandbox.closed
     if hasattr(sandbox, "container"):
         client = docker_client()
         try:
-            left = client.api.containers(all=True, filters={"label": f"ecdysis.sandbox={sandbox.sandbox_id}"})
+            if sandbox.returned:
+                # Its container went back for another episode after a clean end: the runtime has stopped, and the
+                # next episode's wipe (tests/sandbox/test_container_reuse.py) clears whatever it left there.
+                assert not client.api.exec_inspect(sandbox.exec_id)["Running"]
+                return
+            left = client.api.containers(all=True, filters={"id": sandbox.container.id})
         finally:
             client.close()
         assert left == [], f"container of sandbox {sandbox.sandbox_id} still exists"

@@ -14,3 +14,7 @@ def test_benchmark_reports_all_figures() -> None:
         for measure in ("cold_start", "warm_acquire", "round_trip"):
             assert figures[measure]["n"] >= 2 and figures[measure]["median_ms"] > 0, (kind, measure)
         assert figures["concurrent"]["episodes_ok"] == figures["concurrent"]["started"] == 2
+    if "docker" in kinds:
+        assert results["docker"]["reused_start"]["reused"] == 2  # every start after the first was in a reused container
+        calls = results["docker"]["api_calls"]
+        assert calls["reuse"]["per_episode"] < calls["no_reuse"]["per_episode"], calls

@@ -34,6 +34,7 @@ def test_defaults_are_locked_down() -> None:
     ({"type": "docker", "mem_limt": "1g"}, "docker.mem_limt"),
     ({"type": "process", "nproc": 1}, "process.nproc"),
     ({"type": "auto", "docker": {"pids_limit": "many"}}, "auto.docker.pids_limit"),
+    ({"type": "docker", "user": "0:0"}, "docker.user"),  # a reused container's holder is root: never the harness
     ({"type": "kubernetes"}, "type"),
 ])
 def test_bad_fields_are_named(data: dict[str, object], path: str) -> None:

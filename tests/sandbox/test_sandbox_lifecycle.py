@@ -26,17 +26,19 @@ def test_warm_pool_reuses_nothing_between_episodes(kind: str, episode: Episode) 
         digest = bundle_hash(ATTACKS)
         backend.prewarm(ATTACKS, digest)  # type: ignore[attr-defined]
         assert backend.wait_warm(digest, timeout=60)  # type: ignore[attr-defined]
-        reports = []
-        for _ in range(2):
+        reports, places = [], []
+        for _ in range(3):
             warm = backend.idle_count(digest)  # type: ignore[attr-defined]
             outcome, sandbox = episode(ATTACKS, config={"attack": "tmp_state"}, on=backend)
             assert outcome.finish_reason is TerminationReason.AGENT_STOP, outcome.note
             assert_gone(sandbox)
             reports.append((warm, json.loads(outcome.events[0]["params"]["text"])))
+            places.append(sandbox.container.id if kind == "docker" else sandbox.sandbox_id)
             assert backend.wait_warm(digest, timeout=60)  # type: ignore[attr-defined]
-        (warm1, first), (warm2, second) = reports
-        assert warm1 == 1 and warm2 == 1  # both episodes were served from the pool
-        assert first["existed"] is False and second["existed"] is False
+        assert [warm for warm, _ in reports] == [1, 1, 1]  # every episode was served from the pool
+        assert [report["existed"] for _, report in reports] == [False, False, False]
+        if kind == "docker":  # a container served two of them (the pool refilled with an exec in it): wiped between
+            assert len(set(places)) < len(places), places
     finally:
         backend.shutdown()
 
@@ -85,15 +87,18 @@ def test_lifetime_watchdog_kills_an_abandoned_sandbox(kind: str) -> None:
         backend.shutdown()
 
 
-def test_no_container_left_after_failures(kind: str, episode: Episode) -> None:
+def test_no_container_left_after_failures(kind: str, episode: Episode, backend: Any) -> None:
     if kind != "docker":
         import pytest
 
         pytest.skip("containers exist only in the docker backend (process cleanup is checked by assert_gone)")
     episode("attacks", config={"attack": "infinite_loop"}, wall_clock_s=1)
     episode("attacks", config={"attack": "raw", "raw": "garbage\n"})
-    episode("normal", config={"raise": True})
-    assert session_containers() == []
+    # The runtime reports the harness's exception and exits 0: a clean end, so its container may wait for reuse.
+    _, raised = episode("normal", config={"raise": True})
+    idle = {holder.id for pool in backend._containers.values() for holder in pool}
+    assert {container["Id"] for container in session_containers()} <= idle
+    assert raised.returned == (raised.container.id in idle)
 
 
 def test_least_recently_used_pool_is_dropped(kind: str) -> None:

@@ -1,17 +1,22 @@
 """Ecdysis in-sandbox runtime, protocol v1 (see sandbox/PROTOCOL.md). Standard library only, one file.
 
-Usage: ``python3 -I -S ecdysis_runtime.py [BUNDLE_DIR]`` (default ``/harness``). Prints ``ready``, reads one
-``start``, imports ``harness`` from the bundle, runs ``run(session)`` or ``selftest()`` and sends ``finish``.
+Usage: ``python3 -I -S ecdysis_runtime.py [--wipe] [BUNDLE_DIR]`` (default ``/harness``). Prints ``ready``, reads
+one ``start``, imports ``harness`` from the bundle, runs ``run(session)`` or ``selftest()`` and sends ``finish``.
+``--wipe`` (a reused container, Docker backend) first removes what earlier runs of this uid left: it kills every
+other process of the uid, empties the writable folders and removes the uid's SysV IPC objects.
 The real stdout is kept for protocol lines only: file descriptor 1 and ``sys.stdout`` both point at stderr while the
 harness runs, so nothing it prints can be mistaken for a protocol message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -200,9 +205,110 @@ def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str,
     raise AssertionError("unreachable")
 
 
+WIPE_FOLDERS = ("/tmp", "/dev/shm", "/dev/mqueue")
+_IPC_KINDS = ("shm", "msg", "sem")
+
+
+def _others_of_my_uid() -> list[int]:
+    """Live processes (zombies excepted) other than this one whose real or effective uid is this process's."""
+    me, uid, found = os.getpid(), str(os.getuid()), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/status") as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        except OSError:  # gone meanwhile
+            continue
+        # /proc/<pid> of a non-dumpable process is owned by root, so its status, not the folder's owner, tells.
+        if fields.get("State", "").strip()[:1] in ("Z", "X"):
+            continue
+        if uid in fields.get("Uid", "").split()[:2]:
+            found.append(int(name))
+    return found
+
+
+def _kill_my_uid(deadline_s: float = 5.0) -> None:
+    """SIGKILL every other process of this uid (kill(-1) spares this process and PID 1) until none is left."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        with contextlib.suppress(ProcessLookupError):  # ESRCH: nothing this uid may signal
+            os.kill(-1, signal.SIGKILL)
+        left = _others_of_my_uid()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes of uid {os.getuid()} survived SIGKILL: {left[:10]}")
+        time.sleep(0.002)
+
+
+def _empty(folder: str) -> None:
+    """Remove everything inside ``folder`` this uid may remove, making its own folders writable first."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.stat(follow_symlinks=False).st_uid == os.getuid():
+                    os.chmod(entry.path, 0o700)  # a folder made unreadable or read-only by its owner
+                _empty(entry.path)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:  # another uid's (root's) entry, or a mount point: not ours to remove
+            pass
+
+
+def _remove_ipc() -> None:
+    """Remove the SysV shared memory segments, message queues and semaphore sets this uid owns or created."""
+    uid, found = os.getuid(), []
+    for kind in _IPC_KINDS:
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                header, *rows = [line.split() for line in handle]
+        except OSError:
+            continue
+        for row in rows:
+            values = dict(zip(header, row, strict=False))
+            if str(uid) in (values.get("uid"), values.get("cuid")):
+                found.append((kind, int(values[header[1]])))
+    if not found:
+        return
+    import ctypes  # only when there is something to remove: importing it costs milliseconds
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ipc_rmid = 0
+    for kind, ident in found:
+        if kind == "shm":
+            libc.shmctl(ident, ipc_rmid, None)
+        elif kind == "msg":
+            libc.msgctl(ident, ipc_rmid, None)
+        else:
+            libc.semctl(ident, 0, ipc_rmid, 0)
+
+
+def wipe() -> None:
+    """Leave nothing of an earlier run of this uid: its processes, its files in the writable folders, its IPC."""
+    _kill_my_uid()
+    for folder in WIPE_FOLDERS:
+        _empty(folder)
+    _remove_ipc()
+
+
 def main(argv: list[str]) -> int:
     """Speak protocol v1 on stdio; always ends with the process exiting, whatever the harness left running."""
-    bundle_dir = argv[1] if len(argv) > 1 else "/harness"
+    args = argv[1:]
+    if args[:1] == ["--wipe"]:
+        args = args[1:]
+        try:
+            wipe()
+        except BaseException:
+            print(_note(traceback.format_exc()), file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(5)
+    bundle_dir = args[0] if args else "/harness"
     _take_over_stdio()
     try:
         _send({"type": "ready", "protocol": PROTOCOL_VERSION})

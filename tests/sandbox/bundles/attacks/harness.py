@@ -280,6 +280,75 @@ def double_fork(session):
     _report(session, survivor=pid)
 
 
+def leave_behind(session):
+    """Leave everything a later episode in the same container could find: files (one in a folder chmod 000), a
+    detached process that closed its stdio, and SysV IPC objects."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for folder in ("/tmp", "/dev/shm"):
+        with open(os.path.join(folder, "left.txt"), "w") as handle:
+            handle.write(session.episode_id)
+        locked = os.path.join(folder, "locked")
+        os.makedirs(os.path.join(locked, "inner"))
+        with open(os.path.join(locked, "inner", "secret.txt"), "w") as handle:
+            handle.write(session.episode_id)
+        os.chmod(os.path.join(locked, "inner"), 0)
+        os.chmod(locked, 0)
+    ipc = {"shm": libc.shmget(0x5ECD16, 4096, 0o1600), "msg": libc.msgget(0x5ECD17, 0o1600),
+           "sem": libc.semget(0x5ECD18, 1, 0o1600)}
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write, f"{os.getpid()}\n".encode())
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.closerange(3, 1 << 16)  # the protocol descriptors too: a daemon holds nothing of the episode
+            while True:
+                time.sleep(1)
+        os._exit(0)
+    os.close(write)
+    survivor = int(os.read(read, 64).split()[0])
+    _report(session, survivor=survivor, ipc=ipc)
+
+
+def inventory(session):
+    """What this episode finds around it: files in the writable folders, processes, SysV IPC objects."""
+    files = {}
+    for folder in ("/tmp", "/dev/shm", "/dev/mqueue"):
+        with contextlib.suppress(OSError):
+            files[folder] = sorted(os.listdir(folder))
+    processes = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                with open(f"/proc/{entry}/status") as handle:
+                    uid = next(line.split()[1] for line in handle if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            processes[entry] = {"uid": int(uid), "command": command}
+    ipc = {}
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as handle:
+            ipc[kind] = [line.split() for line in handle][1:]
+    signals = {}
+    for pid in processes:
+        try:
+            os.kill(int(pid), 0)
+            signals[pid] = "allowed"
+        except OSError as exc:
+            signals[pid] = type(exc).__name__
+    with open("/proc/self/status") as handle:
+        status = {key: value.strip() for key, _, value in (line.partition(":") for line in handle)}
+    privileges = {key: status.get(key) for key in ("Uid", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}
+    _report(session, files=files, processes=processes, ipc=ipc, pid=os.getpid(), signals=signals,
+            privileges=privileges)
+
+
 def proc_list(session):
     commands = {}
     for entry in os.listdir("/proc"):
