@@ -39,7 +39,9 @@ class Sizes:
     """Runs of the coding phase per coding agent in section 1 (``training_bench.coding_agents``)."""
     rollout_latency_s: float = 2.0
     concurrencies: tuple[int, ...] = (1, 4, 16, 32, 128)
-    episodes_per_slot: int = 2
+    episodes_per_slot: int = 3
+    """Episodes per slot of each throughput row: 3 leave a steady window (first completion to last dispatch) of
+    about two episode lengths between the ramp and the drain."""
     fast_latency_s: float = 0.5
     """A second throughput row: ``fast_concurrency`` episodes at once at this per-call latency."""
     fast_concurrency: int = 32
