@@ -9,7 +9,10 @@ from pathlib import Path
 import psutil
 
 DOCKER_CGROUP = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")
-DAEMONS = ("dockerd", "containerd")
+DAEMONS = ("dockerd", "containerd", "containerd-shim")
+"""Docker's processes outside the containers. A container's shim (``containerd-shim-runc-v2``, 15-character comm
+``containerd-shim``) lives as long as its container and reaps the ``runc`` of every exec in it, so a reused
+container's engine work shows only here while the container runs; once a shim exits, containerd reaps it."""
 
 
 def _cpu(proc: psutil.Process) -> float:
