@@ -131,7 +131,7 @@ class RssSampler:
         import time
 
         samples = 0
-        while not self._done.wait(self._interval_s):
+        while True:  # a first sample at once, so a batch shorter than the interval still has one
             # PSS reads each process's smaps: ~10× the cost of RSS, so it is taken every fifth sample only.
             with_pss = samples % 5 == 0
             rss, pss = self._totals(with_pss)
@@ -140,6 +140,8 @@ class RssSampler:
                 self.peak_pss = max(self.peak_pss, pss)
             samples += 1
             self.cpu_s = time.thread_time()
+            if self._done.wait(self._interval_s):
+                return
 
     def stop(self) -> int:
         self._done.set()
