@@ -31,6 +31,18 @@ if [[ $force != 1 ]] && docker image inspect "$image" >/dev/null 2>&1; then
 fi
 
 mkdir -p "$cache"
+# Several processes may ask for the image at once (each rollout worker of a fresh machine's first OS episodes): one
+# builds, the others wait for it and then find the image. Two writers of one tarball left it corrupt.
+exec 9>"$cache/.agentbench-os-build.lock"
+flock 9
+if [[ $force != 1 ]] && docker image inspect "$image" >/dev/null 2>&1; then
+    echo "agentbench-os build-image: $image was built meanwhile"
+    exit 0
+fi
+if [[ -s $tarball ]] && ! gzip -t "$tarball" 2>/dev/null; then
+    echo "agentbench-os build-image: $tarball is damaged; building it again" >&2
+    rm -f "$tarball"
+fi
 if [[ $force == 1 || ! -s $tarball ]]; then
     [[ $(id -u) == 0 ]] || { echo "agentbench-os build-image: debootstrap needs root" >&2; exit 1; }
     command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
@@ -41,8 +53,9 @@ if [[ $force == 1 || ! -s $tarball ]]; then
     # image at grading time, so what is removed here cannot make an answer wrong.
     rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb "$work"/rootfs/var/lib/apt/lists/* \
         "$work"/rootfs/usr/share/{doc,man,info} "$work"/rootfs/var/log/*.log
-    tar -C "$work/rootfs" --numeric-owner -czf "$tarball.tmp" .
-    mv "$tarball.tmp" "$tarball"
+    tar -C "$work/rootfs" --numeric-owner -czf "$work/rootfs.tar.gz" .
+    mv "$work/rootfs.tar.gz" "$tarball.tmp.$$"
+    mv "$tarball.tmp.$$" "$tarball"
 fi
 
 echo "agentbench-os build-image: importing $tarball as $image"
