@@ -54,9 +54,13 @@ class OutputPump:
                 self._parse(line)
 
     def feed_stderr(self, data: bytes) -> None:
-        """Diagnostic bytes (the harness's prints); only a tail is kept."""
+        """Diagnostic bytes (the harness's prints); only a tail is kept.
+
+        Bytes that arrive after the protocol stream ended still join the tail (uncounted: the sandbox has stopped):
+        stderr is read by its own thread, which may reach what the runtime wrote before it exited only after the
+        stdout reader saw the end."""
         with self._lock:
-            if self._stopped or not self._count(len(data)):
+            if not self._stopped and not self._count(len(data)):
                 return
             self._tail += data
             if len(self._tail) > self._tail_bytes:
