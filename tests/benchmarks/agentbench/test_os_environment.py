@@ -11,6 +11,7 @@ import pytest
 from os_support import DATA_DIR, docker_unavailable, leftover_containers, shown_output
 
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
+from ecdysis.benchmarks.agentbench.os_interaction.dockerio import exec_finished, run_exec
 from ecdysis.benchmarks.agentbench.os_interaction.environment import CAPABILITIES, OSEpisode, OSService
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import Match, OSGold, OSTask, Script, load_tasks
 from ecdysis.benchmarks.agentbench.os_interaction.tools import INVALID_CALL, TRUNCATED_NOTE
@@ -262,3 +263,27 @@ def test_close_is_idempotent_and_removes_the_container(service: OSService, tasks
     service.close()
     assert leftover_containers(service) == []
     assert left_open.call("bash_action", {"script": "true"})[1]
+
+
+def test_an_exec_not_yet_started_has_not_finished(service: OSService, episode: OSEpisode) -> None:
+    """The engine answers ``exec_start`` before the process runs; until then ``exec_inspect`` reads as not running,
+    which is not an exit."""
+    api = service.client.api
+    exec_id = api.exec_create(episode.container_id, ["sh", "-c", "echo listed"])["Id"]
+    unstarted = api.exec_inspect(exec_id)
+    assert not unstarted["Running"] and not exec_finished(unstarted)
+    assert api.exec_start(exec_id) == b"listed\n"
+    assert exec_finished(api.exec_inspect(exec_id))
+
+
+def test_output_that_arrives_after_the_exit_is_kept(service: OSService, episode: OSEpisode) -> None:
+    """The engine records an exec's exit before it has copied all of its output. A one-off exec that stopped reading
+    0.3 s after the exit lost a process listing on a busy CI machine ("could not list the container's processes").
+    Here a background child writes 1 s after its parent exited: it still counts, and a child that holds the stream
+    open for longer does not hold the exec past the engine's ~2 s close."""
+    started = time.monotonic()
+    late = run_exec(service.client, episode.container_id, ["sh", "-c", "(sleep 1; echo late) & echo early"], timeout=20)
+    assert (late.exit_code, late.stdout) == (0, b"early\nlate\n")
+    held = run_exec(service.client, episode.container_id, ["sh", "-c", "sleep 30 & echo early"], timeout=20)
+    assert (held.exit_code, held.stdout) == (0, b"early\n")
+    assert time.monotonic() - started < 10

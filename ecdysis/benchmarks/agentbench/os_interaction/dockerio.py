@@ -1,8 +1,9 @@
 """Low-level Docker plumbing for the task containers: multiplexed attach streams and one-off execs with a deadline.
 
-Docker's ``exec_run`` waits for the process's output streams to close, so a script that leaves a background process
-behind (several tasks' init scripts do) holds it for seconds, and a hung one forever. ``run_exec`` instead reads
-until the process has exited or its deadline passes, then kills what is left of it.
+Docker's ``exec_run`` waits for the process's output streams to close, and a hung process holds them forever.
+``run_exec`` instead reads until its deadline, then kills what is left of it. Once the process has exited it reads on
+until the stream ends: the engine records the exit before it has copied all the output, and closes the stream at most
+about 2 s after the exit even when a background child still holds it open (several tasks' init scripts leave one).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), 3 zero bytes, payload size
+_STREAM_DRAIN_S = 3.0
+"""How long to read on after the process exited: the engine ends the stream within about 2 s of the exit."""
 
 
 class FrameReader:
@@ -99,7 +102,7 @@ def run_exec(client: Any, container_id: str, cmd: list[str], *, timeout: float, 
     out, err = bytearray(), bytearray()
     truncated = False
     deadline = time.monotonic() + timeout
-    exited_at: float | None = None
+    exited = False
     try:
         while not reader.eof:
             now = time.monotonic()
@@ -110,22 +113,24 @@ def run_exec(client: Any, container_id: str, cmd: list[str], *, timeout: float, 
                 room = max_bytes - len(buffer)
                 truncated |= len(payload) > room
                 buffer += payload[:max(room, 0)]
-            if reader.eof:
-                break
-            # The process may have exited while a background child still holds its output open.
-            if exited_at is None:
-                if not client.api.exec_inspect(exec_id)["Running"]:
-                    exited_at = time.monotonic()
-            elif time.monotonic() - exited_at > 0.3:
-                break
+            if not reader.eof and not exited and exec_finished(client.api.exec_inspect(exec_id)):
+                exited, deadline = True, time.monotonic() + _STREAM_DRAIN_S
     finally:
         with contextlib.suppress(OSError):
             sock.close()
     info = client.api.exec_inspect(exec_id)
-    if info["Running"]:
+    if not exec_finished(info):
         kill_marked(client, container_id, marker)
         return ExecResult(None, bytes(out), bytes(err), truncated)
     return ExecResult(int(info["ExitCode"]), bytes(out), bytes(err), truncated)
+
+
+def exec_finished(info: dict[str, Any]) -> bool:
+    """Whether an exec, as ``exec_inspect`` describes it, has run and exited.
+
+    Not running is not enough: the engine answers ``exec_start`` before it starts the process, and until then the
+    exec reads as not running with no exit code."""
+    return not info.get("Running") and info.get("ExitCode") is not None
 
 
 MARKER_VARIABLE = "ECDYSIS_EXEC"
