@@ -21,8 +21,9 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    global _joined
     if not ray.is_initialized():
-        forwarded = {k: v for k, v in os.environ.items() if _forwarded(k)}
+        forwarded = forwarded_environment()
         kwargs: dict[str, Any] = {
             # Every worker process imports the heavy modules of a rollout (litellm: ~3 CPU-s) as it starts, so the
             # workers Ray starts ahead of the first actor are ready by the time the run has been set up.
@@ -34,11 +35,28 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         }
         if address:
             ray.init(address=address, **kwargs)
+            _joined = True
         else:
             # "local": without it, ray.init joins any Ray already running on this machine (another user's, or a
             # leftover), and rejects num_cpus there.
             ray.init(address="local", num_cpus=num_cpus, _system_config=LOCAL_SYSTEM_CONFIG, **kwargs)
     return dict(ray.cluster_resources())
+
+
+_joined = False
+
+
+def joined_cluster() -> bool:
+    """Whether this process's Ray is a cluster that `ensure_ray` joined (it outlives this process), rather than one
+    it started (it ends with this process) or one set up elsewhere."""
+    import ray
+
+    return _joined and ray.is_initialized()
+
+
+def forwarded_environment() -> dict[str, str]:
+    """The environment variables passed on to Ray workers."""
+    return {k: v for k, v in os.environ.items() if _forwarded(k)}
 
 
 def _forwarded(key: str) -> bool:

@@ -43,7 +43,7 @@ def rollout_settings(config: RunConfig) -> RolloutSettings:
     return RolloutSettings(
         store_uri=config.storage.uri, gateway=config.llm, sandbox=config.sandbox, benchmarks=[config.benchmark],
         workers=r.workers, worker_resources=r.worker_resources, episodes_per_worker=r.episodes_per_worker,
-        max_attempts=r.max_attempts,
+        max_attempts=r.max_attempts, keep_warm_s=r.keep_warm_s,
         max_steps=r.max_steps, wall_clock_s=r.wall_clock_s,
     )
 

@@ -49,6 +49,9 @@ def eval_command(
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Rollout workers (default: CPUs).")]
     = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster.")] = None,
+    keep_warm_s: Annotated[float | None, typer.Option(
+        "--keep-warm-s", min=0, help="On a joined cluster, keep the rollout workers this many idle seconds for the "
+        "next command (default: the config's rollouts.keep_warm_s, else 300; 0: never).")] = None,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Evaluate harnesses on held-out tasks: accuracy, Pass@k, Pass^k, tokens, cache hit rate, cost, time."""
@@ -79,6 +82,8 @@ def eval_command(
         if chosen.needs_user_model and not plan.user_model:
             fail(f"benchmark {chosen.name!r} simulates a user: name its model with --user-model")
         settings = _settings(base, artifacts.uri, sandbox, workers, concurrency)
+        if keep_warm_s is not None:
+            settings = settings.model_copy(update={"keep_warm_s": keep_warm_s})
         select_tasks(plan)
         seeds = build(chosen).seed_harnesses()
         for spec in harness:
@@ -137,7 +142,7 @@ def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | Non
         r = base.rollouts
         values.update(gateway=base.llm, sandbox=base.sandbox, workers=r.workers, worker_resources=r.worker_resources,
                       episodes_per_worker=r.episodes_per_worker, max_attempts=r.max_attempts, max_steps=r.max_steps,
-                      wall_clock_s=r.wall_clock_s)
+                      wall_clock_s=r.wall_clock_s, keep_warm_s=r.keep_warm_s)
     if sandbox is not None:
         if sandbox not in ("auto", "docker", "process"):
             raise ValueError(f"--sandbox must be auto, docker or process, not {sandbox!r}")

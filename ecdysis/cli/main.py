@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ecdysis.cli.compare_cmd",
     "ecdysis.cli.evidence_cmd",
     "ecdysis.cli.select_cmd",
+    "ecdysis.cli.workers_cmd",
 )
 
 app = typer.Typer(

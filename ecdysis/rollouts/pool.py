@@ -8,9 +8,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ecdysis.ray_env import joined_cluster
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.distribution import HarnessDistribution
 from ecdysis.rollouts.settings import RolloutSettings
+from ecdysis.rollouts.warm import NAMESPACE, warm_key, worker_name
 from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory, unrecordable
 
 ProgressFn = Callable[[Trajectory], None]
@@ -21,7 +23,8 @@ class RolloutPool:
 
     Infrastructure endings (sandbox crash, worker loss) are retried up to ``settings.max_attempts`` attempts; the
     last attempt's record is kept and excluded from metrics by its termination reason. Every trajectory is
-    written to the store as soon as it finishes.
+    written to the store as soon as it finishes. On a cluster this process joined, the workers are warm workers
+    that outlive the pool for ``settings.keep_warm_s`` idle seconds (`ecdysis.rollouts.warm`).
 
     Example::
 
@@ -36,12 +39,17 @@ class RolloutPool:
         self.settings = settings
         self.store = store
         n_workers = settings.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._actor_cls: Any = ray.remote(RolloutWorker).options(  # type: ignore[attr-defined,unused-ignore]
+        self._actor_cls: Any = ray.remote(RolloutWorker)
+        self._actor_options: dict[str, Any] = dict(
             num_cpus=0, max_concurrency=settings.episodes_per_worker, scheduling_strategy="SPREAD",
             max_restarts=0, resources=dict(settings.worker_resources),
         )
         self._node_refs: dict[int, Any] = {}
-        self._workers = [self._new_worker() for _ in range(n_workers)]
+        self._warm_key = warm_key(settings) if settings.keep_warm_s > 0 and joined_cluster() else None
+        """Set on a cluster this process joined: the workers are then named, detached warm workers (reused from an
+        earlier command with the same key, or left for the next one)."""
+        self._warm: set[int] = set()
+        self._workers = [self._new_worker(slot) for slot in range(n_workers)]
         self.retries = 0
         self.workers_lost = 0
         self.hung_episodes = 0
@@ -54,8 +62,17 @@ class RolloutPool:
         self.distribution = HarnessDistribution(settings.sandbox, store)
         """Stores each harness for the nodes and, with a registry, publishes its image once."""
 
-    def _new_worker(self) -> Any:
-        worker: Any = self._actor_cls.remote(self.settings)
+    def _new_worker(self, slot: int | None = None) -> Any:
+        """A worker; with a warm key and a ``slot``, the warm worker of that slot (found or started)."""
+        worker: Any
+        if self._warm_key is not None and slot is not None:
+            worker = self._actor_cls.options(
+                **self._actor_options, name=worker_name(self._warm_key, slot), namespace=NAMESPACE,
+                lifetime="detached", get_if_exists=True,
+            ).remote(self.settings, idle_exit_s=self.settings.keep_warm_s)
+            self._warm.add(id(worker))
+        else:
+            worker = self._actor_cls.options(**self._actor_options).remote(self.settings)
         self._node_refs[id(worker)] = worker.ping.remote()
         return worker
 
@@ -180,6 +197,7 @@ class RolloutPool:
         if worker in self._workers:
             self.workers_lost += 1
             self._workers.remove(worker)
+            self._warm.discard(id(worker))
             self._node_refs.pop(id(worker), None)
             fresh = self._new_worker()
             self._workers.append(fresh)
@@ -189,14 +207,16 @@ class RolloutPool:
         return store_trajectory(self.store, trajectory) if self.store is not None else trajectory
 
     def close(self) -> None:
-        """Shut down every worker (closing its sandboxes) and release the actors."""
+        """Shut down every worker (closing its sandboxes) and release the actors; warm workers only flush their
+        accounting and stay for the next command."""
         import ray
 
-        refs = [w.shutdown.remote() for w in self._workers]
+        refs = [w.release.remote() if id(w) in self._warm else w.shutdown.remote() for w in self._workers]
         with contextlib.suppress(Exception):  # a dead worker has nothing left to close
             ray.get(refs, timeout=30)
         for worker in self._workers:
-            ray.kill(worker)
+            if id(worker) not in self._warm:
+                ray.kill(worker)
         self._workers = []
         self.distribution.close()
 

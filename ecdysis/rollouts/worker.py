@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 import threading
@@ -31,10 +32,17 @@ class RolloutWorker:
         trajectory = worker.run(request)  # an ecdysis.protocols.EpisodeRequest
     """
 
-    def __init__(self, settings: RolloutSettings) -> None:
+    def __init__(self, settings: RolloutSettings, *, idle_exit_s: float | None = None) -> None:
+        """``idle_exit_s``: end this actor after that many seconds without an episode (a warm worker, see
+        `ecdysis.rollouts.warm`); None: it lives until its pool kills it."""
         from ecdysis.benchmarks import build
 
         self.settings = settings
+        self._in_flight = 0
+        self._episodes = 0
+        self._last_active = time.monotonic()
+        self._expired = False
+        self._activity = threading.Lock()
         self._store: Any = None
         self._gateway: Any = None
         self._backend: Any = None
@@ -47,6 +55,8 @@ class RolloutWorker:
             benchmark.preload()
         with contextlib.suppress(Exception):  # a part that cannot be built fails each episode, as a record
             self._parts()
+        if idle_exit_s is not None:
+            threading.Thread(target=self._end_when_idle, args=(idle_exit_s,), name="idle-exit", daemon=True).start()
 
     def _parts(self) -> tuple[Any, Any, Any]:
         with self._lock:
@@ -64,15 +74,39 @@ class RolloutWorker:
         return self._store, self._gateway, self._backend
 
     def ping(self) -> str:
-        """Liveness check; also reports the node this worker lives on."""
+        """Liveness check (it counts as activity for the idle exit); also reports the node this worker lives on."""
         import ray
 
+        with self._activity:
+            self._last_active = time.monotonic()
         return str(ray.get_runtime_context().get_node_id())
+
+    def describe(self) -> dict[str, Any]:
+        """This worker's process id, node, episodes run and in flight, and seconds since its last activity."""
+        import ray
+
+        with self._activity:
+            return {"pid": os.getpid(), "node": str(ray.get_runtime_context().get_node_id()),
+                    "episodes": self._episodes, "in_flight": self._in_flight,
+                    "idle_s": round(time.monotonic() - self._last_active, 1)}
 
     def run(self, request: Any) -> Trajectory:
         """One episode. Faults of the worker's own parts become an infrastructure_error record, never a raise."""
+        with self._activity:
+            self._in_flight += 1
+        try:
+            return self._run(request)
+        finally:
+            with self._activity:
+                self._in_flight -= 1
+                self._episodes += 1
+                self._last_active = time.monotonic()
+
+    def _run(self, request: Any) -> Trajectory:
         started = time.monotonic()
         try:
+            if self._expired:
+                raise RuntimeError("this warm rollout worker has ended after its idle time")
             _, gateway, backend = self._parts()
             request = self._on_this_node(request, backend)
             benchmark = self.benchmarks.get(request.task.benchmark)
@@ -101,6 +135,27 @@ class RolloutWorker:
                 self._bundle_root = Path(tempfile.mkdtemp(prefix="ecdysis-worker-"))
             folder = HarnessBlobs(self._store, self._bundle_root).materialize(request.harness_hash)
         return request.model_copy(update={"harness_dir": folder})
+
+    def release(self) -> None:
+        """What a warm worker does when its pool closes: flush accounting, keep its sandboxes warm."""
+        if self._gateway is not None:
+            self._gateway.flush()
+
+    def _end_when_idle(self, idle_s: float) -> None:
+        while True:
+            time.sleep(min(max(idle_s / 4, 0.5), 10.0))
+            with self._activity:
+                if self._in_flight == 0 and time.monotonic() - self._last_active >= idle_s:
+                    self._expired = True
+            if self._expired:
+                from ecdysis.rollouts.warm import end_this_actor
+
+                with contextlib.suppress(Exception):  # it ends either way
+                    self.shutdown()
+                # Through Ray, so the cluster knows it ended; by itself when Ray does not answer (its cluster gone).
+                threading.Timer(10.0, os._exit, (0,)).start()
+                end_this_actor()
+                return
 
     def shutdown(self) -> None:
         """Close sandboxes, flush accounting and remove the bundles materialised here."""

@@ -137,6 +137,11 @@ def test_startup_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     fig = _figures(quick, "startup")
     assert _positive(fig["ray_init_s"]) and fig["episode_ok"] is True
     assert 0 < fig["workers_ready_s"] <= fig["to_first_episode_s"]
+    first, warm = fig["standing"]["first"], fig["standing"]["next"]
+    assert first["episode_ok"] is True and warm["episode_ok"] is True
+    assert warm["warm_workers_reused"] is True and warm["worker_pids"] == first["worker_pids"]
+    for row in (first, warm):
+        assert _positive(row["join_s"]) and 0 < row["workers_ready_s"] <= row["to_first_episode_s"]
 
 
 def test_agentbench_figures(quick: tuple[int, dict[str, Any], str]) -> None:

@@ -1,0 +1,96 @@
+"""Warm rollout workers on a standing Ray cluster, through the real CLI in separate processes: a second command with
+the same settings runs in the first one's workers; other settings get their own; an idle warm worker ends itself
+after ``--keep-warm-s``; ``ecdysis workers stop`` ends the rest; a command on a Ray it started keeps nothing."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration_support import GOLD, USER, requests_for
+
+from ecdysis.rollouts import RolloutPool, RolloutSettings
+from ecdysis.rollouts.warm import NAMESPACE, warm_workers
+from ecdysis.store import ArtifactStore
+from ecdysis.testing.standing_ray import StandingRay
+
+pytestmark = pytest.mark.slow
+
+ECDYSIS = str(Path(sys.executable).with_name("ecdysis"))
+
+
+def _cli(cluster: StandingRay, *args: str) -> str:
+    done = subprocess.run([ECDYSIS, *args], capture_output=True, text=True, timeout=240, env=cluster.environment())
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _eval(cluster: StandingRay, store: Path, *extra: str) -> None:
+    output = _cli(cluster, "eval", "--harness", "human", "--model", GOLD, "--user-model", USER, "--task-id", "7",
+                  "--trials", "2", "--sandbox", "process", "--workers", "2", "--store", str(store), "--ray-address",
+                  cluster.address, *extra)
+    row = next(line for line in output.splitlines() if re.match(r"^[│|]\s*human\s*[│|]", line))
+    assert float([c.strip() for c in re.split(r"[│|]", row) if c.strip()][3]) == 1.0, output
+
+
+def _workers(cluster: StandingRay) -> dict[str, tuple[int, int]]:
+    """Warm worker name → (pid, episodes run), from ``ecdysis workers list``."""
+    output = _cli(cluster, "workers", "list", "--ray-address", cluster.address)
+    found = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in re.split(r"[│|]", line) if c.strip()]
+        if cells and cells[0].startswith("ecdysis-rollout-"):
+            found[cells[0]] = (int(cells[1]), int(cells[3]))
+    return found
+
+
+def test_warm_workers_serve_the_next_command_and_end_when_idle_or_stopped(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    with StandingRay(num_cpus=2) as cluster:
+        _eval(cluster, store, "--concurrency", "2")
+        first = _workers(cluster)
+        assert len(first) == 2 and sum(episodes for _, episodes in first.values()) == 2
+
+        _eval(cluster, store, "--concurrency", "2")
+        second = _workers(cluster)
+        assert {name: pid for name, (pid, _) in second.items()} == {name: pid for name, (pid, _) in first.items()}
+        assert sum(episodes for _, episodes in second.values()) == 4  # the same processes ran the new episodes
+
+        _eval(cluster, store, "--concurrency", "3")  # other settings: other workers, the first ones untouched
+        third = _workers(cluster)
+        assert len(third) == 4 and set(first) < set(third)
+
+        _eval(cluster, store, "--concurrency", "4", "--keep-warm-s", "1")
+        deadline = time.monotonic() + 60
+        while len(left := _workers(cluster)) > 4 and time.monotonic() < deadline:
+            time.sleep(1)
+        assert set(left) == set(third), "the workers kept for 1 s did not end"
+
+        assert "stopped 4 warm rollout workers" in _cli(cluster, "workers", "stop", "--ray-address", cluster.address)
+        assert "no warm rollout workers" in _cli(cluster, "workers", "list", "--ray-address", cluster.address)
+        pids = [pid for pid, _ in third.values()]
+    time.sleep(1)
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "a warm worker outlived its cluster"
+
+
+def test_a_ray_this_process_started_keeps_no_workers(local_ray: dict[str, Any], tmp_path: Path) -> None:
+    """Warm workers are for a cluster that outlives the command: on a Ray this process started, the pool's workers
+    end with it, as before, whatever keep_warm_s says."""
+    import ray
+
+    store = ArtifactStore(str(tmp_path / "runs"))
+    settings = RolloutSettings(store_uri=store.uri, sandbox={"type": "process"}, workers=1, keep_warm_s=300)
+    [request] = requests_for(store, model=GOLD, trials=1, run_id="not-warm", settings=settings, task_ids=["7"])
+    pool = RolloutPool(settings, store=store)
+    try:
+        [trajectory] = pool.evaluate([request])
+    finally:
+        pool.close()
+    assert trajectory.reward == 1.0
+    assert warm_workers() == []
+    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE]
