@@ -140,7 +140,8 @@ class RolloutsConfig(Section):
     """Attempts per episode when infrastructure fails (sandbox crash, worker loss)."""
     keep_warm_s: float = Field(default=300.0, ge=0)
     """On a Ray cluster the command joined (``ray.address``), rollout workers stay up this many seconds after their
-    last episode, and the next command with the same settings reuses them (no worker start-up). 0: never."""
+    last episode, and the next command with the same settings reuses them (no worker start-up). 0: never. Workers
+    that claim ``worker_resources`` are never kept (idle, they would hold those units from the next command)."""
     max_steps: int = Field(default=30, ge=1)
     """Task-model turns per episode."""
     wall_clock_s: float = Field(default=300.0, gt=0)

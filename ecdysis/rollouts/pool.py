@@ -12,7 +12,7 @@ from ecdysis.ray_env import joined_cluster
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.distribution import HarnessDistribution
 from ecdysis.rollouts.settings import RolloutSettings
-from ecdysis.rollouts.warm import NAMESPACE, warm_key, worker_name
+from ecdysis.rollouts.warm import NAMESPACE, keeps_warm, warm_key, worker_name
 from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory, unrecordable
 
 ProgressFn = Callable[[Trajectory], None]
@@ -45,7 +45,7 @@ class RolloutPool:
             max_restarts=0, resources=dict(settings.worker_resources),
         )
         self._node_refs: dict[int, Any] = {}
-        self._warm_key = warm_key(settings) if settings.keep_warm_s > 0 and joined_cluster() else None
+        self._warm_key = warm_key(settings) if keeps_warm(settings, joined=joined_cluster()) else None
         """Set on a cluster this process joined: the workers are then named, detached warm workers (reused from an
         earlier command with the same key, or left for the next one)."""
         self._warm: set[int] = set()

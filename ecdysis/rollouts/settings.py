@@ -37,7 +37,8 @@ class RolloutSettings(BaseModel):
     keep_warm_s: float = 300.0
     """On a Ray cluster the command joined (``--ray-address``), workers stay up this many seconds after their last
     episode, so the next command with the same settings, environment and code skips their start (see
-    `ecdysis.rollouts.warm`). 0, or a Ray this process started: workers end with their pool."""
+    `ecdysis.rollouts.warm`). 0, a Ray this process started, or ``worker_resources`` set: workers end with their
+    pool."""
     max_attempts: int = 3
     """Infrastructure failures (sandbox crash, worker loss) are retried up to this many attempts in all."""
     max_steps: int = 30

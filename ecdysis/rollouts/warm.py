@@ -23,6 +23,14 @@ NAMESPACE = "ecdysis-warm-workers"
 PREFIX = "ecdysis-rollout-"
 
 
+def keeps_warm(settings: RolloutSettings, *, joined: bool) -> bool:
+    """Whether a pool with ``settings`` leaves warm workers: only on a cluster the command joined (a Ray it started
+    ends with it), with ``keep_warm_s`` set, and for workers that claim no custom Ray resources
+    (``worker_resources``): an idle warm worker would hold its units, and a next command with other settings could
+    not place its own workers."""
+    return joined and settings.keep_warm_s > 0 and not settings.worker_resources
+
+
 @cache
 def code_fingerprint() -> str:
     """A digest of this installation's ecdysis sources (path, size and modification time of each file): a worker
@@ -103,5 +111,5 @@ def end_this_actor() -> None:
         os._exit(0)
 
 
-__all__ = ["NAMESPACE", "code_fingerprint", "end_this_actor", "stop_warm_workers", "warm_key", "warm_workers",
-           "worker_name"]
+__all__ = ["NAMESPACE", "code_fingerprint", "end_this_actor", "keeps_warm", "stop_warm_workers", "warm_key",
+           "warm_workers", "worker_name"]
