@@ -50,8 +50,6 @@ def to_first_episode(tasks: tuple[str, ...] = ("7",)) -> dict[str, Any]:
 def first_episode_with(settings_json: str, tasks: tuple[str, ...] = ("7",)) -> dict[str, Any]:
     """On the connected Ray, with these rollout settings: seconds until the pool's workers are ready and until the
     first episode starts, and the workers' process ids."""
-    import ray
-
     from benchmarks import rollout_bench
     from ecdysis.rollouts import RolloutPool, RolloutSettings
     from ecdysis.store import ArtifactStore
@@ -61,7 +59,7 @@ def first_episode_with(settings_json: str, tasks: tuple[str, ...] = ("7",)) -> d
     epoch, started = time.time(), time.perf_counter()
     pool = RolloutPool(settings, store=ArtifactStore(settings.store_uri))
     try:
-        pids = ray.get([worker.describe.remote() for worker in pool._workers])
+        pids = pool.describe_workers()
         ready = time.perf_counter() - started
         (trajectory,) = pool.evaluate(requests)
     finally:

@@ -21,7 +21,7 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    global _joined
+    global _joined_gcs
     if not ray.is_initialized():
         forwarded = forwarded_environment()
         kwargs: dict[str, Any] = {
@@ -35,15 +35,17 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         }
         if address:
             ray.init(address=address, **kwargs)
-            _joined = True
+            _joined_gcs = ray.get_runtime_context().gcs_address
         else:
+            _joined_gcs = None
             # "local": without it, ray.init joins any Ray already running on this machine (another user's, or a
             # leftover), and rejects num_cpus there.
             ray.init(address="local", num_cpus=num_cpus, _system_config=LOCAL_SYSTEM_CONFIG, **kwargs)
     return dict(ray.cluster_resources())
 
 
-_joined = False
+_joined_gcs: str | None = None
+"""The GCS address of the cluster `ensure_ray` last joined (None after it started a local Ray)."""
 
 
 def joined_cluster() -> bool:
@@ -51,7 +53,7 @@ def joined_cluster() -> bool:
     it started (it ends with this process) or one set up elsewhere."""
     import ray
 
-    return _joined and ray.is_initialized()
+    return _joined_gcs is not None and ray.is_initialized() and ray.get_runtime_context().gcs_address == _joined_gcs
 
 
 def forwarded_environment() -> dict[str, str]:

@@ -32,7 +32,7 @@ def _join(address: str) -> None:
 @workers_app.command("list")
 def list_workers(ray_address: AddressOption) -> None:
     """List the warm rollout workers: pid, node, episodes run, seconds idle (each ends after the run's
-    ``rollouts.keep_warm_s`` idle seconds)."""
+    ``rollouts.keep_warm_s`` idle seconds), and whether a running command holds it."""
     from ecdysis.rollouts.warm import warm_workers
 
     _join(ray_address)
@@ -41,11 +41,11 @@ def list_workers(ray_address: AddressOption) -> None:
         console.print("no warm rollout workers on this cluster", highlight=False)
         return
     table = Table(title=f"warm rollout workers at {ray_address}")
-    for column in ("name", "pid", "node", "episodes", "in flight", "idle s"):
+    for column in ("name", "pid", "node", "episodes", "in flight", "idle s", "in use"):
         table.add_column(column, no_wrap=True)
     for w in workers:
         table.add_row(w["name"], str(w["pid"]), w["node"][:12], str(w["episodes"]), str(w["in_flight"]),
-                      f"{w['idle_s']:.0f}")
+                      f"{w['idle_s']:.0f}", "yes" if w["claimed"] else "no")
     console.print(table)
 
 

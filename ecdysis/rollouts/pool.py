@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,7 +51,15 @@ class RolloutPool:
         """Set on a cluster this process joined: the workers are then named, detached warm workers (reused from an
         earlier command with the same key, or left for the next one)."""
         self._warm: set[int] = set()
+        self._owner = uuid.uuid4().hex
+        """This pool's claim on its warm workers: another pool (a concurrent command) gets workers of its own."""
+        self._unsettled: set[int] = set()
         self._workers = [self._new_worker(slot) for slot in range(n_workers)]
+        self._closed = threading.Event()
+        if self._warm:
+            # A warm worker ends after keep_warm_s idle seconds; while this pool is open (a training run's workers
+            # wait through diagnosis and coding) it keeps them, and a pool that died lets them go.
+            threading.Thread(target=self._keep_claims, name="warm-heartbeat", daemon=True).start()
         self.retries = 0
         self.workers_lost = 0
         self.hung_episodes = 0
@@ -71,23 +81,53 @@ class RolloutPool:
                 lifetime="detached", get_if_exists=True,
             ).remote(self.settings, idle_exit_s=self.settings.keep_warm_s)
             self._warm.add(id(worker))
+            self._unsettled.add(id(worker))
+            self._node_refs[id(worker)] = worker.claim.remote(self._owner)
         else:
             worker = self._actor_cls.options(**self._actor_options).remote(self.settings)
-        self._node_refs[id(worker)] = worker.ping.remote()
+            self._node_refs[id(worker)] = worker.ping.remote()
         return worker
+
+    def _keep_claims(self) -> None:
+        interval = min(60.0, max(self.settings.keep_warm_s / 3, 0.5))
+        while not self._closed.wait(interval):
+            for worker in list(self._workers):
+                if id(worker) in self._warm:
+                    worker.ping.remote()
+
+    def _settle_claims(self) -> None:
+        """Swap each warm worker that another pool holds (or that ended meanwhile) for a worker of this pool's own.
+        Waits for the warm workers to be up, which the first episodes would wait for anyway."""
+        for worker in list(self._workers):
+            if id(worker) not in self._unsettled:
+                continue
+            self._unsettled.discard(id(worker))
+            if self._node_of(worker) is None:
+                index = self._workers.index(worker)
+                self._warm.discard(id(worker))
+                self._node_refs.pop(id(worker), None)
+                self._workers[index] = self._new_worker()
 
     def _node_of(self, worker: Any) -> str | None:
         import ray
 
         try:
-            return str(ray.get(self._node_refs[id(worker)], timeout=30))
+            node = ray.get(self._node_refs[id(worker)], timeout=30 if id(worker) not in self._unsettled else 300)
         except Exception:  # a lost worker has no node to report
             return None
+        return None if node is None else str(node)
 
     @property
     def nodes_used(self) -> Counter[str]:
         """How many returned trajectories (retried attempts included) each Ray node ran."""
         return Counter(self.trajectory_nodes.values())
+
+    def describe_workers(self) -> list[dict[str, Any]]:
+        """What each worker reports of itself (pid, node, episodes run and in flight, idle seconds, claimed)."""
+        import ray
+
+        self._settle_claims()
+        return list(ray.get([worker.describe.remote() for worker in self._workers], timeout=300))
 
     @property
     def capacity(self) -> int:
@@ -103,6 +143,7 @@ class RolloutPool:
         import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
+        self._settle_claims()
         requests = self.distribution.prepare(requests)
         results: dict[int, Trajectory] = {}
         pending: list[tuple[int, int]] = [(i, 0) for i in range(len(requests))]  # (request index, attempt)
@@ -211,7 +252,8 @@ class RolloutPool:
         accounting and stay for the next command."""
         import ray
 
-        refs = [w.release.remote() if id(w) in self._warm else w.shutdown.remote() for w in self._workers]
+        self._closed.set()
+        refs = [w.release.remote(self._owner) if id(w) in self._warm else w.shutdown.remote() for w in self._workers]
         with contextlib.suppress(Exception):  # a dead worker has nothing left to close
             ray.get(refs, timeout=30)
         for worker in self._workers:

@@ -40,6 +40,7 @@ class RolloutWorker:
         self.settings = settings
         self._in_flight = 0
         self._episodes = 0
+        self._owner: str | None = None
         self._last_active = time.monotonic()
         self._expired = False
         self._activity = threading.Lock()
@@ -87,7 +88,7 @@ class RolloutWorker:
 
         with self._activity:
             return {"pid": os.getpid(), "node": str(ray.get_runtime_context().get_node_id()),
-                    "episodes": self._episodes, "in_flight": self._in_flight,
+                    "episodes": self._episodes, "in_flight": self._in_flight, "claimed": self._owner is not None,
                     "idle_s": round(time.monotonic() - self._last_active, 1)}
 
     def run(self, request: Any) -> Trajectory:
@@ -136,10 +137,23 @@ class RolloutWorker:
             folder = HarnessBlobs(self._store, self._bundle_root).materialize(request.harness_hash)
         return request.model_copy(update={"harness_dir": folder})
 
-    def release(self) -> None:
-        """What a warm worker does when its pool closes: flush accounting, keep its sandboxes warm."""
+    def claim(self, owner: str) -> str | None:
+        """Take this warm worker for the pool ``owner``: returns the node it lives on, or None while another pool
+        holds it (or once it has ended after its idle time)."""
+        with self._activity:
+            if self._expired or self._owner not in (None, owner):
+                return None
+            self._owner = owner
+        return self.ping()
+
+    def release(self, owner: str | None = None) -> None:
+        """What a warm worker does when its pool ``owner`` closes: flush accounting, keep its sandboxes warm, and
+        let the next pool claim it."""
         if self._gateway is not None:
             self._gateway.flush()
+        with self._activity:
+            if self._owner == owner:
+                self._owner = None
 
     def _end_when_idle(self, idle_s: float) -> None:
         while True:

@@ -4,6 +4,7 @@ after ``--keep-warm-s``; ``ecdysis workers stop`` ends the rest; a command on a 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -78,11 +79,61 @@ def test_warm_workers_serve_the_next_command_and_end_when_idle_or_stopped(tmp_pa
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "a warm worker outlived its cluster"
 
 
+CONCURRENT = """
+import json, sys
+from ecdysis.ray_env import ensure_ray
+ensure_ray(sys.argv[1])
+from integration_support import GOLD, requests_for
+from ecdysis.rollouts import RolloutPool, RolloutSettings
+from ecdysis.store import ArtifactStore
+store = ArtifactStore(sys.argv[2])
+settings = RolloutSettings(store_uri=store.uri, sandbox={"type": "process"}, workers=1, keep_warm_s=60)
+[request] = requests_for(store, model=GOLD, trials=1, run_id="claims", settings=settings, task_ids=["7"])
+def run(pool):
+    [trajectory] = pool.evaluate([request])
+    workers = pool.describe_workers()
+    return {"pids": [w["pid"] for w in workers], "claimed": [w["claimed"] for w in workers],
+            "reward": trajectory.reward}
+first = RolloutPool(settings, store=store)
+second = RolloutPool(settings, store=store)  # while the first is open: same settings, another command
+seen = {"first": run(first), "second": run(second)}
+second.close()
+first.close()
+third = RolloutPool(settings, store=store)
+seen["third"] = run(third)
+third.close()
+print(json.dumps(seen))
+"""
+
+
+def test_a_warm_worker_serves_one_command_at_a_time(tmp_path: Path) -> None:
+    """Two pools with the same settings open at once (two commands): one holds the warm worker, the other gets a
+    worker of its own, which ends with it; the warm worker serves the next pool once its holder closed."""
+    folder = str(Path(__file__).parent)
+    with StandingRay(num_cpus=2) as cluster:
+        done = subprocess.run([sys.executable, "-c", CONCURRENT, cluster.address, str(tmp_path / "runs")],
+                              capture_output=True, text=True, timeout=300,
+                              env={**cluster.environment(), "PYTHONPATH": folder})
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert [seen[name]["reward"] for name in ("first", "second", "third")] == [1.0, 1.0, 1.0]
+        # Which of the two claimed the warm worker first is Ray's scheduling; exactly one did.
+        [warm] = [name for name in ("first", "second") if seen[name]["claimed"] == [True]]
+        [other] = [name for name in ("first", "second") if seen[name]["claimed"] == [False]]
+        assert seen[warm]["pids"] != seen[other]["pids"]
+        assert seen["third"]["pids"] == seen[warm]["pids"]
+        assert not Path(f"/proc/{seen[other]['pids'][0]}").exists(), "the other command's own worker outlived it"
+        assert len(_workers(cluster)) == 1
+
+
 def test_a_ray_this_process_started_keeps_no_workers(local_ray: dict[str, Any], tmp_path: Path) -> None:
     """Warm workers are for a cluster that outlives the command: on a Ray this process started, the pool's workers
     end with it, as before, whatever keep_warm_s says."""
     import ray
 
+    from ecdysis.ray_env import joined_cluster
+
+    assert not joined_cluster()  # also after a module that joined a cluster (test_multinode runs before this one)
     store = ArtifactStore(str(tmp_path / "runs"))
     settings = RolloutSettings(store_uri=store.uri, sandbox={"type": "process"}, workers=1, keep_warm_s=300)
     [request] = requests_for(store, model=GOLD, trials=1, run_id="not-warm", settings=settings, task_ids=["7"])
