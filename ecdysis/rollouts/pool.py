@@ -101,8 +101,9 @@ class RolloutPool:
         for worker in list(self._workers):
             if id(worker) not in self._unsettled:
                 continue
+            node = self._node_of(worker)  # a claim waits for the worker to start, hence its longer timeout there
             self._unsettled.discard(id(worker))
-            if self._node_of(worker) is None:
+            if node is None:
                 index = self._workers.index(worker)
                 self._warm.discard(id(worker))
                 self._node_refs.pop(id(worker), None)
