@@ -50,6 +50,16 @@ def _workers(cluster: StandingRay) -> dict[str, tuple[int, int]]:
     return found
 
 
+def _ended(pid: int, within_s: float = 30.0) -> bool:
+    """Whether process ``pid`` is gone within ``within_s`` (Ray kills an actor's process asynchronously)."""
+    deadline = time.monotonic() + within_s
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def test_warm_workers_serve_the_next_command_and_end_when_idle_or_stopped(tmp_path: Path) -> None:
     store = tmp_path / "runs"
     with StandingRay(num_cpus=2) as cluster:
@@ -72,8 +82,7 @@ def test_warm_workers_serve_the_next_command_and_end_when_idle_or_stopped(tmp_pa
         assert "stopped 2 warm rollout workers" in _cli(cluster, "workers", "stop", "--ray-address", cluster.address)
         assert "no warm rollout workers" in _cli(cluster, "workers", "list", "--ray-address", cluster.address)
         pids = [pid for pid, _ in second.values()]
-    time.sleep(1)
-    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "a warm worker outlived its cluster"
+    assert all(_ended(pid) for pid in pids), "a warm worker outlived its cluster"
 
 
 CONCURRENT = """
@@ -119,7 +128,7 @@ def test_a_warm_worker_serves_one_command_at_a_time(tmp_path: Path) -> None:
         [other] = [name for name in ("first", "second") if seen[name]["claimed"] == [False]]
         assert seen[warm]["pids"] != seen[other]["pids"]
         assert seen["third"]["pids"] == seen[warm]["pids"]
-        assert not Path(f"/proc/{seen[other]['pids'][0]}").exists(), "the other command's own worker outlived it"
+        assert _ended(seen[other]["pids"][0]), "the other command's own worker outlived it"
         assert len(_workers(cluster)) == 1
 
 
