@@ -42,3 +42,19 @@ def s3_bucket(s3_endpoint: str) -> str:
     from ecdysis.testing.s3 import create_bucket
 
     return create_bucket(s3_endpoint)
+
+
+@pytest.fixture
+def late_http_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every HTTP response's headers are read 0.5 s after they arrive, as a loaded machine reads them: by then a
+    hijacked Docker stream's first output has come in behind them, in the same read."""
+    import http.client
+    import time
+
+    begin = http.client.HTTPResponse.begin
+
+    def late_begin(self: http.client.HTTPResponse) -> None:
+        time.sleep(0.5)
+        begin(self)
+
+    monkeypatch.setattr(http.client.HTTPResponse, "begin", late_begin)

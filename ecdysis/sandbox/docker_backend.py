@@ -19,6 +19,7 @@ from typing import Any
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.config import DockerSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
+from ecdysis.sandbox.hijack import HijackedSocket
 from ecdysis.sandbox.images import (
     ensure_harness_image,
     prune_harness_images,
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 SANDBOX_LABEL = "ecdysis.sandbox"
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
+def _recv_exact(sock: HijackedSocket, size: int) -> bytes | None:
     chunks = bytearray()
     while len(chunks) < size:
         data = sock.recv(size - len(chunks))
@@ -150,8 +151,7 @@ class DockerSandbox(StreamSandbox):
         """True once the container went back to the backend for another episode (it was not removed)."""
         self._release = release
         self._oom_baseline = _oom_kills(holder.oom_file) if holder is not None else None
-        self._stream = stream  # keeps the HTTP response (and so the socket) alive
-        self._socket: socket.socket = getattr(stream, "_sock", stream)
+        self._socket = HijackedSocket(stream)
         self._reader = threading.Thread(target=self._demux, name=f"sandbox-{sandbox_id}", daemon=True)
         self._reader.start()
 

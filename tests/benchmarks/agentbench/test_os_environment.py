@@ -287,3 +287,13 @@ def test_output_that_arrives_after_the_exit_is_kept(service: OSService, episode:
     held = run_exec(service.client, episode.container_id, ["sh", "-c", "sleep 30 & echo early"], timeout=20)
     assert (held.exit_code, held.stdout) == (0, b"early\n")
     assert time.monotonic() - started < 10
+
+
+def test_an_episode_whose_headers_are_read_late_runs(service: OSService, tasks: dict[str, OSTask],
+                                                     late_http_headers: None) -> None:
+    """On a busy CI machine a process listing's whole output came in with the exec's response headers, where the
+    bare socket never saw it ("could not list the container's processes")."""
+    with service.open(tasks[LINES], "late-headers") as episode:
+        assert bash(episode, "echo hi") == "hi\n"
+        listed = run_exec(service.client, episode.container_id, ["echo", "listed"], timeout=20)
+        assert (listed.exit_code, listed.stdout) == (0, b"listed\n")

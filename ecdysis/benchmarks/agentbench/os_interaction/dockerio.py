@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import socket
 import struct
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from ecdysis.sandbox.hijack import HijackedSocket
 
 _HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), 3 zero bytes, payload size
 _STREAM_DRAIN_S = 3.0
@@ -24,7 +25,7 @@ _STREAM_DRAIN_S = 3.0
 class FrameReader:
     """Reads Docker's multiplexed stream frames from a raw socket, tolerating frames split across reads."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: HijackedSocket) -> None:
         self.sock = sock
         self._pending = bytearray()
         self.eof = False
@@ -66,11 +67,6 @@ class FrameReader:
         return frames
 
 
-def raw_socket(response: Any) -> socket.socket:
-    """The socket under what ``exec_start(socket=True)`` returns."""
-    return getattr(response, "_sock", response)
-
-
 @dataclass(frozen=True)
 class ExecResult:
     """What a one-off exec produced. ``exit_code`` is None when it ran past its deadline (and was killed)."""
@@ -97,7 +93,7 @@ def run_exec(client: Any, container_id: str, cmd: list[str], *, timeout: float, 
                                      user="root", workdir=workdir,
                                      environment={**(environment or {}), MARKER_VARIABLE: marker})["Id"]
     response = client.api.exec_start(exec_id, socket=True)
-    sock = raw_socket(response)
+    sock = HijackedSocket(response)
     reader = FrameReader(sock)
     out, err = bytearray(), bytearray()
     truncated = False

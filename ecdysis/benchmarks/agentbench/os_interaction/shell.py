@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ecdysis.benchmarks.agentbench.os_interaction.dockerio import MARKER_VARIABLE, FrameReader, raw_socket, run_exec
+from ecdysis.benchmarks.agentbench.os_interaction.dockerio import MARKER_VARIABLE, FrameReader, run_exec
+from ecdysis.sandbox.hijack import HijackedSocket
 
 _MARKER = re.compile(rb"\x1e([0-9a-f]{16}) (\d+) (\d+)\x1e\n")
 _HOLD_BACK = 64  # bytes kept uncommitted in case they begin a sentinel that is not complete yet
@@ -81,7 +82,7 @@ class PersistentShell:
             self._response = self.client.api.exec_start(exec_id, socket=True)
         except Exception as exc:
             raise ShellUnavailable(f"could not start the shell: {exc}") from exc
-        self._reader = FrameReader(raw_socket(self._response))
+        self._reader = FrameReader(HijackedSocket(self._response))
         self._leftover = b""
         result = self._wait(self._sentinel(), time.monotonic() + 30)
         if result is None:

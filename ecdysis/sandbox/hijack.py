@@ -1,0 +1,59 @@
+"""Hijacked Docker connections (``attach_socket``, ``exec_start(socket=True)``) read without losing their first bytes.
+
+docker-py returns the raw socket under the HTTP response. The HTTP client read the response's headers through a
+buffer, though, and when the engine's first output came in the same read as the headers (a loaded machine reads
+them late), those bytes sit in that buffer, not in the socket. Read from the socket alone, they are lost: all of a
+short exec's output, or the start of a frame, after which the framing is garbage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from typing import Any
+
+
+class HijackedSocket:
+    """The socket of a hijacked connection, with the bytes its HTTP response had already buffered served first."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response  # keeps the HTTP response (and so the socket) alive
+        self.sock: socket.socket = getattr(response, "_sock", response)
+        self._pending = bytearray(_buffered_past_headers(response, self.sock))
+
+    def recv(self, size: int) -> bytes:
+        """Up to ``size`` bytes: the buffered ones first, then from the socket (b"" at its end)."""
+        if self._pending:
+            data = bytes(self._pending[:size])
+            del self._pending[:size]
+            return data
+        return self.sock.recv(size)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def settimeout(self, timeout: float | None) -> None:
+        self.sock.settimeout(timeout)
+
+    def shutdown(self, how: int) -> None:
+        self.sock.shutdown(how)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _buffered_past_headers(response: Any, sock: socket.socket) -> bytes:
+    """What the HTTP client's buffered reader holds beyond the headers; reads nothing more from the socket."""
+    # docker-py keeps the response on what it returns; its reader is the buffer the headers were read through.
+    http_response = getattr(response, "_response", None)
+    reader = getattr(getattr(getattr(http_response, "raw", None), "_fp", None), "fp", None)
+    if reader is None or not hasattr(reader, "peek"):
+        return b""
+    previous = sock.gettimeout()
+    sock.settimeout(0.0)  # peek reads the socket when the buffer is empty; non-blocking, that read finds nothing
+    try:
+        with contextlib.suppress(OSError, ValueError):
+            return bytes(reader.peek())
+        return b""
+    finally:
+        sock.settimeout(previous)
