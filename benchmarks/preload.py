@@ -29,11 +29,11 @@ def start_ray() -> dict[str, Any]:
     """Start a private local Ray (never join someone else's) with :func:`preload` in every worker."""
     import ray
 
-    from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG, _forwarded
+    from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG, forwarded_environment
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if not ray.is_initialized():
-        env = {k: v for k, v in os.environ.items() if _forwarded(k)}
+        env = forwarded_environment()
         # The suite is no installed package: its workers find it (the setup hook below) from the checkout.
         root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
