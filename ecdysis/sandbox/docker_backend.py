@@ -27,6 +27,7 @@ from ecdysis.sandbox.images import (
     pull_harness_image,
 )
 from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
+from ecdysis.sandbox.procfs import live_uid
 
 log = logging.getLogger(__name__)
 
@@ -58,18 +59,6 @@ _CGROUP_PROCS_FILES = ("/sys/fs/cgroup/pids/docker/{id}/cgroup.procs",
 
 def _first_file(patterns: tuple[str, ...], container_id: str) -> Path | None:
     return next((Path(p.format(id=container_id)) for p in patterns if Path(p.format(id=container_id)).exists()), None)
-
-
-def _live_uid(pid: str) -> int | None:
-    """The real uid of a host process, None when it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            fields = dict(line.split(":", 1) for line in handle if ":" in line)
-    except OSError:
-        return None
-    if fields.get("State", "").strip()[:1] in ("Z", "X"):
-        return None
-    return int(fields["Uid"].split()[0])
 
 
 def _oom_kills(path: Path | None) -> int | None:
@@ -112,7 +101,7 @@ class _Container:
                 pids = self.procs_file.read_text().split()
             except OSError:
                 return
-            left = [int(pid) for pid in pids if _live_uid(pid) == uid]
+            left = [int(pid) for pid in pids if live_uid(pid) == uid]
             if not left:
                 return
             for pid in left:

@@ -33,6 +33,7 @@ from ecdysis.sandbox.cgroups import SandboxCgroup, cgroups_available
 from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
+from ecdysis.sandbox.procfs import processes_of
 from ecdysis.sandbox.runtime import RUNTIME_PATH
 from ecdysis.sandbox.spawner import spawner
 from ecdysis.sandbox.uids import UidLease, lease_uid
@@ -74,31 +75,6 @@ def _others_can_execute(path: str) -> bool:
     if not current.is_file() or not os.stat(current).st_mode & stat.S_IXOTH:
         return False
     return all(os.stat(parent).st_mode & stat.S_IXOTH for parent in current.parents)
-
-
-def processes_of(uid: int) -> list[int]:
-    """Pids of the live (not zombie) processes whose real uid is ``uid``."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status", "rb") as handle:
-                head = handle.read(1024)  # State and Uid are among the first ten short lines
-        except OSError:
-            continue
-        if _status_field(head, b"Uid") == str(uid).encode() and not _status_field(head, b"State").startswith(b"Z"):
-            pids.append(int(entry))
-    return pids
-
-
-def _status_field(status: bytes, name: bytes) -> bytes:
-    """The first word of field ``name`` in a /proc/<pid>/status text (b"" when absent)."""
-    start = status.find(b"\n" + name + b":")
-    if start < 0:
-        return b""
-    words = status[start + len(name) + 2:status.find(b"\n", start + 1)].split()
-    return words[0] if words else b""
 
 
 def kill_uid(uid: int, timeout: float = 10.0) -> None:

@@ -14,7 +14,7 @@ from ecdysis.sandbox import (
     ProtocolOutcome,
     docker_available,
 )
-from ecdysis.sandbox.process import processes_of
+from ecdysis.sandbox.procfs import processes_of
 
 BUNDLES = Path(__file__).parent / "bundles"
 TEST_LABEL = "ecdysis.test"

@@ -1,0 +1,32 @@
+"""Host processes as ``/proc`` shows them: whose they are and whether they still live."""
+
+from __future__ import annotations
+
+import os
+
+
+def live_uid(pid: int | str) -> int | None:
+    """The real uid of a host process, None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            head = handle.read(1024)  # State and Uid are among the first ten short lines
+    except OSError:
+        return None
+    uid = _status_field(head, b"Uid")
+    if not uid.isdigit() or _status_field(head, b"State")[:1] in (b"Z", b"X"):
+        return None
+    return int(uid)
+
+
+def processes_of(uid: int) -> list[int]:
+    """Pids of the live (not zombie) processes whose real uid is ``uid``."""
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and live_uid(entry) == uid]
+
+
+def _status_field(status: bytes, name: bytes) -> bytes:
+    """The first word of field ``name`` in a /proc/<pid>/status text (b"" when absent)."""
+    start = status.find(b"\n" + name + b":")
+    if start < 0:
+        return b""
+    words = status[start + len(name) + 2:status.find(b"\n", start + 1)].split()
+    return words[0] if words else b""
