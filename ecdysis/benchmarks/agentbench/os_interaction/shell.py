@@ -65,7 +65,6 @@ class PersistentShell:
         self.container_id = container_id
         self.max_bytes = max_bytes
         self._reader: FrameReader | None = None
-        self._response: Any = None
         self._marker = ""
         self._shell_pid = 0  # pid (in the container) of the shell that printed the last sentinel
         self._leftover = b""
@@ -79,10 +78,10 @@ class PersistentShell:
             exec_id = self.client.api.exec_create(
                 self.container_id, ["bash", "-c", "exec bash --login 2>&1"], stdin=True, stdout=True, stderr=True,
                 tty=False, user="root", workdir="/root", environment={MARKER_VARIABLE: self._marker})["Id"]
-            self._response = self.client.api.exec_start(exec_id, socket=True)
+            response = self.client.api.exec_start(exec_id, socket=True)
         except Exception as exc:
             raise ShellUnavailable(f"could not start the shell: {exc}") from exc
-        self._reader = FrameReader(HijackedSocket(self._response))
+        self._reader = FrameReader(HijackedSocket(response))  # it keeps the response alive
         self._leftover = b""
         result = self._wait(self._sentinel(), time.monotonic() + 30)
         if result is None:
