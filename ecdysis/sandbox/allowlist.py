@@ -59,7 +59,9 @@ class MountPlan:
                    env: Mapping[str, str] | None = None) -> list[str]:
         """The bubblewrap command line that runs the runtime on ``bundle`` in a fresh set of namespaces, with a clean
         environment plus ``env``."""
-        argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        # --as-pid-1: the runtime is the namespace's init, so its end ends every process left in the sandbox (as
+        # bubblewrap's own reaper did), one process fewer per sandbox (~1.6 MB, a fork per start).
+        argv = [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--hostname", "sandbox", "--uid", "65532", "--gid", "65532", "--clearenv"]
         for path, target in self.links:
             argv += ["--symlink", target, path]

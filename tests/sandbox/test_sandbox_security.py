@@ -138,12 +138,15 @@ def test_infinite_loop_times_out(episode: Episode) -> None:
 
 
 @pytest.mark.parametrize("attack", ["exit_runtime", "kill_runtime", "close_output"])
-def test_a_harness_that_ends_its_own_runtime_is_a_harness_error(episode: Episode, attack: str) -> None:
+def test_a_harness_that_ends_its_own_runtime_is_a_harness_error(episode: Episode, backend: Any, attack: str) -> None:
     # Infrastructure endings are retried and excluded from metrics: a harness must not reach them by crashing.
     outcome, sandbox = episode("attacks", config={"attack": attack}, wall_clock_s=10)
     assert not outcome.finish_reason.is_infrastructure, outcome.note
     if attack != "close_output":  # with stderr still open, Docker's attach stream shows no end: a timeout then
         assert outcome.finish_reason is TerminationReason.HARNESS_ERROR, (outcome.note, outcome.stderr_tail)
+    if attack == "kill_runtime":  # only the init of a PID namespace (bubblewrap's --as-pid-1) outlives its SIGKILL
+        survived = any(report.get("survived_sigkill") for report in reports(outcome))
+        assert survived == bool(getattr(backend, "allowlist", False)), outcome.events
     assert_gone(sandbox)
 
 
