@@ -15,6 +15,12 @@ plus 20 ms in the child per sandbox. Without ``preexec_fn`` the host starts this
 It runs once per sandbox, so it imports as little as it can: the spec travels as plain options rather than JSON
 (``json`` pulls in ``re``: 8 ms of CPU per start, measured), and ``ctypes`` is loaded only by the steps that call
 libc (``unshare``, ``mount``), which an allow-list sandbox leaves to bubblewrap.
+
+A spec with no namespaces or mounts (an allow-list sandbox, a coding agent) needs no Python at all: :func:`command`
+then chains small programs that do the same steps in the same order, ``sh`` (cgroups, ``cd``), util-linux's
+``prlimit`` (rlimits) and ``setpriv`` (groups, gid, uid), each ``exec``-ing the next: 3 ms of CPU per start instead
+of 13 (measured). Each stops with its error on stderr and a non-zero status before the command runs (``sh`` 126,
+``prlimit`` 1, ``setpriv`` 127).
 """
 
 from __future__ import annotations
@@ -39,12 +45,16 @@ SCALARS = {"--flags": "flags", "--tmp-size": "tmp_size", "--uid": "uid", "--home
 SWITCHES = {"--private-tmp": "private_tmp"}
 
 
-def command(python: str, spec: dict[str, Any], *argv: str) -> list[str]:
-    """The host's command line that confines a child by ``spec`` and then runs ``argv`` in it.
+def command(python: str, spec: dict[str, Any], *argv: str, native: bool = True) -> list[str]:
+    """The host's command line that confines a child by ``spec`` and then runs ``argv`` in it: the native chain
+    where it can do the spec (and ``native``), else this program under ``python``.
 
     ``spec`` keys: ``cgroups`` (``cgroup.procs`` files), ``flags`` (unshare flags), ``private_tmp`` and
     ``tmp_size``, ``hidden`` (folders), ``home`` (required), ``limits`` (``[resource, value]`` pairs), ``uid``.
     """
+    chain = native_command(spec, *argv) if native else None
+    if chain is not None:
+        return chain
     options: list[str] = []
     for option, key in LISTS.items():
         for item in spec.get(key) or []:
@@ -56,6 +66,56 @@ def command(python: str, spec: dict[str, Any], *argv: str) -> list[str]:
         if spec.get(key):
             options.append(option)
     return [python, "-I", "-S", "-B", LAUNCHER_PATH, *options, "--", *argv]
+
+
+NATIVE_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; cd "$1" || exit 126; ' \
+                'shift; exec "$@"'
+"""``sh -c`` program: join each cgroup named before ``--``, then ``cd`` to the next argument, then exec the rest."""
+
+
+def native_command(spec: dict[str, Any], *argv: str) -> list[str] | None:
+    """The ``sh``/``prlimit``/``setpriv`` chain for ``spec``, or None when the spec needs this Python program
+    (namespaces, mounts) or a tool is missing here."""
+    if spec.get("flags") or spec.get("private_tmp") or spec.get("hidden"):
+        return None
+    tools = _native_tools()
+    if tools is None:
+        return None
+    sh, prlimit, setpriv = tools
+    chain = [sh, "-c", NATIVE_SCRIPT, "ecdysis-launch", *[str(p) for p in spec.get("cgroups") or []], "--",
+             str(spec["home"])]
+    limits = spec.get("limits") or []
+    if limits:
+        options = _prlimit_options()
+        if any(int(limit) not in options for limit, _ in limits):
+            return None
+        chain += [prlimit, *[f"--{options[int(limit)]}={int(value)}" for limit, value in limits]]
+    uid = spec.get("uid")
+    if uid is not None:
+        chain += [setpriv, f"--reuid={int(uid)}", f"--regid={int(uid)}", "--clear-groups"]
+    return [*chain, *argv]
+
+
+def _native_tools() -> tuple[str, str, str] | None:
+    """Paths of ``sh``, ``prlimit`` and ``setpriv`` (looked up once), or None when one is missing."""
+    if not _TOOLS:
+        import shutil
+
+        sh, prlimit, setpriv = (shutil.which(name, path="/usr/bin:/bin") for name in ("sh", "prlimit", "setpriv"))
+        _TOOLS.append((sh, prlimit, setpriv) if sh and prlimit and setpriv else None)
+    return _TOOLS[0]
+
+
+_TOOLS: list[tuple[str, str, str] | None] = []
+
+
+def _prlimit_options() -> dict[int, str]:
+    """``prlimit``'s option for each rlimit this Python names."""
+    names = {"AS": "as", "CORE": "core", "CPU": "cpu", "DATA": "data", "FSIZE": "fsize", "LOCKS": "locks",
+             "MEMLOCK": "memlock", "MSGQUEUE": "msgqueue", "NICE": "nice", "NOFILE": "nofile", "NPROC": "nproc",
+             "RSS": "rss", "RTPRIO": "rtprio", "RTTIME": "rttime", "SIGPENDING": "sigpending", "STACK": "stack"}
+    return {int(getattr(resource, f"RLIMIT_{name}")): option for name, option in names.items()
+            if hasattr(resource, f"RLIMIT_{name}")}
 
 
 def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:

@@ -1,4 +1,5 @@
-"""The process-sandbox launcher confines itself before exec, and fails loudly (exit 126) before running anything."""
+"""The process-sandbox launcher confines itself before exec, and fails loudly before running anything: both the Python
+program (namespaces, mounts) and the native chain (sh, prlimit, setpriv) that serves specs without them."""
 
 from __future__ import annotations
 
@@ -6,44 +7,82 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from ecdysis.sandbox.launch import FAILED, LAUNCHER_PATH, command
+from ecdysis.sandbox.launch import FAILED, LAUNCHER_PATH, command, native_command
+
+KINDS = ["native", "python"]
 
 
-def _launch(spec: dict[str, object], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command(sys.executable, spec, *argv), capture_output=True, text=True, timeout=30)
+def _launch(spec: dict[str, object], *argv: str, kind: str = "python") -> subprocess.CompletedProcess[str]:
+    argv_ = command(sys.executable, spec, *argv, native=kind == "native")
+    assert (argv_[0] != sys.executable) == (kind == "native"), argv_
+    return subprocess.run(argv_, capture_output=True, text=True, timeout=30)
 
 
-def test_applies_home_and_limits_then_execs_the_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("kind", KINDS)
+def test_applies_home_and_limits_then_execs_the_command(tmp_path: Path, kind: str) -> None:
     import resource
 
-    spec = {"home": str(tmp_path), "limits": [[int(resource.RLIMIT_NOFILE), 77]]}
-    script = "import os, resource; print(os.getcwd(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
-    done = _launch(spec, sys.executable, "-c", script)
+    limits = [[int(resource.RLIMIT_NOFILE), 77], [int(resource.RLIMIT_CORE), 0], [int(resource.RLIMIT_AS), 3 << 30]]
+    spec: dict[str, object] = {"home": str(tmp_path), "limits": limits}
+    script = ("import os, resource; print(os.getcwd(), *(resource.getrlimit(r) for r in "
+              "(resource.RLIMIT_NOFILE, resource.RLIMIT_CORE, resource.RLIMIT_AS)))")
+    done = _launch(spec, sys.executable, "-c", script, kind=kind)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(tmp_path), "77"]
+    assert done.stdout.split(" ", 1) == [str(tmp_path), f"(77, 77) (0, 0) ({3 << 30}, {3 << 30})\n"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="joining a cgroup needs root")
+@pytest.mark.parametrize("kind", KINDS)
+def test_joins_the_cgroups_before_the_command_runs(kind: str) -> None:
+    from ecdysis.sandbox.cgroups import SandboxCgroup
+
+    try:
+        cgroup = SandboxCgroup.create(f"launcher-test-{kind}", memory_bytes=256 << 20, pids=64, cpus=1.0)
+    except Exception as exc:  # no writable cgroup tree here
+        pytest.skip(f"no cgroup for the test: {exc}")
+    try:
+        done = _launch({"home": "/", "cgroups": cgroup.procs_files}, "/bin/cat", "/proc/self/cgroup", kind=kind)
+        assert done.returncode == 0, done.stderr
+        assert f"launcher-test-{kind}" in done.stdout, done.stdout
+    finally:
+        cgroup.destroy()
+
+
+def test_specs_with_namespaces_or_mounts_go_to_the_python_program() -> None:
+    assert native_command({"home": "/", "flags": 0x40000000}, "true") is None
+    assert native_command({"home": "/", "private_tmp": True, "tmp_size": 1 << 20}, "true") is None
+    assert native_command({"home": "/", "uid": 61234}, "true") is not None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
-def test_drops_to_the_sandbox_uid_with_no_groups(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("kind", KINDS)
+def test_drops_to_the_sandbox_uid_with_no_groups(tmp_path: Path, kind: str) -> None:
     from ecdysis.sandbox.process import _others_can_execute
 
     python = next((p for p in ("/usr/local/bin/python3", "/usr/bin/python3") if _others_can_execute(p)), None)
     if python is None:
         pytest.skip("no python3 that another uid may run")
     os.chmod(tmp_path, 0o777)
-    done = _launch({"home": str(tmp_path), "uid": 61234},
-                   python, "-c", "import os; print(os.getuid(), os.getgid(), os.getgroups())")
+    script = "import os; print(os.getresuid(), os.getresgid(), os.getgroups())"
+    done = _launch({"home": str(tmp_path), "uid": 61234}, python, "-c", script, kind=kind)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "61234 61234 []"
+    assert done.stdout.strip() == "(61234, 61234, 61234) (61234, 61234, 61234) []"
 
 
-def test_a_failed_step_exits_126_naming_it_and_never_runs_the_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failed_step_exits_126_naming_it_and_never_runs_the_command(tmp_path: Path, kind: str) -> None:
     marker = tmp_path / "ran"
-    done = _launch({"home": str(tmp_path / "missing")}, "/usr/bin/touch", str(marker))
-    assert done.returncode == FAILED and "FileNotFoundError" in done.stderr and "missing" in done.stderr
+    done = _launch({"home": str(tmp_path / "missing")}, "/usr/bin/touch", str(marker), kind=kind)
+    assert done.returncode == FAILED and "missing" in done.stderr, done.stderr
+    assert kind == "native" or "FileNotFoundError" in done.stderr
+    assert not marker.exists()
+    done = _launch({"home": str(tmp_path), "cgroups": [str(tmp_path / "no-cgroup" / "cgroup.procs")]},
+                   "/usr/bin/touch", str(marker), kind=kind)
+    assert done.returncode == FAILED and "no-cgroup" in done.stderr, done.stderr
     assert not marker.exists()
     usage = subprocess.run([sys.executable, LAUNCHER_PATH, "{}"], capture_output=True, text=True, timeout=30)
     assert usage.returncode == FAILED and "usage" in usage.stderr
