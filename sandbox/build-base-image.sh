@@ -3,7 +3,8 @@
 #   1. debootstrap a minimal Debian bookworm rootfs with python3 from deb.debian.org (cached as a tarball),
 #   2. `docker import` it as `ecdysis-sandbox-rootfs:local`,
 #   3. build sandbox/Dockerfile on top of it (BASE_IMAGE=that).
-# Idempotent: does nothing when the image exists, unless FORCE=1. Needs root (debootstrap) and a Docker daemon;
+# Idempotent: does nothing when the image exists and was built from this Dockerfile (its `ecdysis.dockerfile` label),
+# unless FORCE=1; a changed Dockerfile rebuilds step 3 only. Needs root (debootstrap) and a Docker daemon;
 # without a daemon it warns once and exits 0 (the process sandbox needs no image).
 set -euo pipefail
 
@@ -28,7 +29,9 @@ if ! { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>
     exit 0
 fi
 
-if [[ $force != 1 ]] && docker image inspect "$image" >/dev/null 2>&1; then
+recipe=$(sha256sum "$here/Dockerfile" | cut -c1-16)
+built_from=$(docker image inspect -f '{{index .Config.Labels "ecdysis.dockerfile"}}' "$image" 2>/dev/null || true)
+if [[ $force != 1 && $built_from == "$recipe" ]]; then
     echo "build-base-image: $image already exists (FORCE=1 rebuilds)"
     exit 0
 fi
@@ -62,6 +65,7 @@ cp "$here/Dockerfile" "$context/Dockerfile"
 cp "$repo/ecdysis/sandbox/runtime/ecdysis_runtime.py" "$context/ecdysis_runtime.py"
 # The legacy builder needs no buildx plugin and never pulls a local base.
 old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
-DOCKER_BUILDKIT=0 docker build -q --build-arg BASE_IMAGE="$rootfs_image" --label ecdysis=1 -t "$image" "$context"
+DOCKER_BUILDKIT=0 docker build -q --build-arg BASE_IMAGE="$rootfs_image" --label ecdysis=1 \
+    --label ecdysis.dockerfile="$recipe" -t "$image" "$context"
 [[ -z $old ]] || [[ $old == $(docker image inspect -f '{{.Id}}' "$image") ]] || docker rmi "$old" >/dev/null 2>&1 || true
 echo "build-base-image: built $image"
