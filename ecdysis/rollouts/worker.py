@@ -36,7 +36,9 @@ class RolloutWorker:
         """``idle_exit_s``: end this actor after that many seconds without an episode (a warm worker, see
         `ecdysis.rollouts.warm`); None: it lives until its pool kills it."""
         from ecdysis.benchmarks import build
+        from ecdysis.imports import arrow_without_pandas
 
+        arrow_without_pandas()  # its LLM call records go to Arrow; no episode holds a pandas object
         self.settings = settings
         self._in_flight = 0
         self._episodes = 0

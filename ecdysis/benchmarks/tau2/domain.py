@@ -13,19 +13,18 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import random
-import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ecdysis.benchmarks.tau2 import calculator
 from ecdysis.benchmarks.tau2.cow import CopyOnReadSource
+from ecdysis.imports import optional_imports_hidden
 from ecdysis.records import Split, Task
 
 DOMAINS = ("airline", "retail", "mock")
@@ -56,21 +55,6 @@ UNUSED_OPTIONAL_IMPORTS = ("pandas", "polars")
 """Packages τ²'s modules pull in only because they are installed: ``tau2.utils`` imports deepdiff, whose hashing
 module imports pandas when it can (for hashing DataFrames, which no domain holds). pandas is 0.5 s of CPU and about
 100 MB resident in every process that loads a domain (each rollout worker)."""
-
-
-@contextlib.contextmanager
-def optional_imports_hidden(names: Sequence[str]) -> Iterator[None]:
-    """While inside, ``import`` of each of ``names`` not yet imported raises ImportError (the code that treats them
-    as optional then goes without); afterwards they import normally again."""
-    hidden = [name for name in names if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # the import system's own "not importable" marker
-    try:
-        yield
-    finally:
-        for name in hidden:
-            if name in sys.modules and sys.modules[name] is None:
-                del sys.modules[name]
 
 
 @dataclass(frozen=True)
