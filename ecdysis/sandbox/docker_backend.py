@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import threading
 import time
 import uuid
@@ -19,7 +18,7 @@ from typing import Any
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.config import DockerSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
-from ecdysis.sandbox.hijack import HijackedSocket
+from ecdysis.sandbox.hijack import FrameReader, HijackedSocket
 from ecdysis.sandbox.images import (
     ensure_harness_image,
     prune_harness_images,
@@ -32,16 +31,6 @@ from ecdysis.sandbox.procfs import live_uid
 log = logging.getLogger(__name__)
 
 SANDBOX_LABEL = "ecdysis.sandbox"
-
-
-def _recv_exact(sock: HijackedSocket, size: int) -> bytes | None:
-    chunks = bytearray()
-    while len(chunks) < size:
-        data = sock.recv(size - len(chunks))
-        if not data:
-            return None
-        chunks += data
-    return bytes(chunks)
 
 
 RUNTIME_COMMAND = ["python3", "-I", "-S", "-B", "/opt/ecdysis/ecdysis_runtime.py"]
@@ -145,22 +134,13 @@ class DockerSandbox(StreamSandbox):
         self._reader.start()
 
     def _demux(self) -> None:
-        # Frames: 1 byte stream (1 stdout, 2 stderr), 3 zero bytes, 4 bytes big-endian payload size, payload.
-        try:
-            while True:
-                header = _recv_exact(self._socket, 8)
-                if header is None:
-                    break
-                stream, size = header[0], struct.unpack(">I", header[4:])[0]
-                payload = _recv_exact(self._socket, size)
-                if payload is None:
-                    break
+        reader = FrameReader(self._socket)
+        while not reader.eof:
+            for stream, payload in reader.read(None):
                 if stream == 1:
                     self._pump.feed_stdout(payload)
                 else:
                     self._pump.feed_stderr(payload)
-        except OSError:
-            pass
         self._pump.feed_eof()
 
     def _write(self, data: bytes) -> None:

@@ -10,61 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ecdysis.sandbox.hijack import HijackedSocket
+from ecdysis.sandbox.hijack import FrameReader, HijackedSocket
 
-_HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), 3 zero bytes, payload size
 _STREAM_DRAIN_S = 3.0
 """How long to read on after the process exited: the engine ends the stream within about 2 s of the exit."""
-
-
-class FrameReader:
-    """Reads Docker's multiplexed stream frames from a raw socket, tolerating frames split across reads."""
-
-    def __init__(self, sock: HijackedSocket) -> None:
-        self.sock = sock
-        self._pending = bytearray()
-        self.eof = False
-
-    def read(self, timeout: float) -> list[tuple[int, bytes]]:
-        """The complete frames that arrive within ``timeout`` seconds (at least one unless it times out or the
-        stream ends); sets ``eof`` when the stream ended."""
-        frames = self._frames()
-        if frames or self.eof:
-            return frames
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while not frames and not self.eof:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            self.sock.settimeout(left)
-            try:
-                data = self.sock.recv(65536)
-            except TimeoutError:
-                break
-            except OSError:
-                self.eof = True
-                break
-            if not data:
-                self.eof = True
-                break
-            self._pending += data
-            frames = self._frames()
-        return frames
-
-    def _frames(self) -> list[tuple[int, bytes]]:
-        frames = []
-        while len(self._pending) >= _HEADER.size:
-            stream, size = _HEADER.unpack_from(self._pending)
-            if len(self._pending) < _HEADER.size + size:
-                break
-            frames.append((stream, bytes(self._pending[_HEADER.size:_HEADER.size + size])))
-            del self._pending[:_HEADER.size + size]
-        return frames
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ecdysis.benchmarks.agentbench.os_interaction.dockerio import MARKER_VARIABLE, FrameReader, run_exec
-from ecdysis.sandbox.hijack import HijackedSocket
+from ecdysis.benchmarks.agentbench.os_interaction.dockerio import MARKER_VARIABLE, run_exec
+from ecdysis.sandbox.hijack import FrameReader, HijackedSocket
 
 _MARKER = re.compile(rb"\x1e([0-9a-f]{16}) (\d+) (\d+)\x1e\n")
 _HOLD_BACK = 64  # bytes kept uncommitted in case they begin a sentinel that is not complete yet
