@@ -155,3 +155,17 @@ def test_process_sandbox_starts_when_the_host_works_under_tmp(tmp_path: Path, mo
         assert outcome.selftest_passed is True, (outcome.note, outcome.stderr_tail)
     finally:
         backend.shutdown()
+
+
+@pytest.mark.parametrize("imports_it", [False, True], ids=["shipped", "imported"])
+def test_a_harness_module_named_traceback_does_not_replace_the_error_note(episode: Episode, tmp_path: Path,
+                                                                          imports_it: bool) -> None:
+    # The runtime imports traceback only when it formats an error, by then with the bundle first on sys.path.
+    (tmp_path / "traceback.py").write_text("def format_exc():\n    return 'forged note'\n")
+    (tmp_path / "harness.py").write_text(("import traceback\n" if imports_it else "")
+                                         + "def run(session):\n    raise RuntimeError('boom beside a traceback.py')\n")
+    outcome, sandbox = episode(tmp_path)
+    assert outcome.finish_reason is TerminationReason.HARNESS_ERROR
+    assert "Traceback (most recent call last)" in outcome.note and "forged" not in outcome.note, outcome.note
+    assert "RuntimeError: boom beside a traceback.py" in outcome.note
+    assert_gone(sandbox)

@@ -10,14 +10,12 @@ harness runs, so nothing it prints can be mistaken for a protocol message.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
 import signal
 import sys
 import time
-import traceback
 
 MYPY = False
 if MYPY:  # annotations only: importing typing costs every sandbox ~0.2 MB and ~1 ms
@@ -155,6 +153,41 @@ class Session:
         _send({"type": "event", "kind": kind, "params": params})
 
 
+def _format_exc() -> str:
+    """The exception being handled, as ``traceback.format_exc()`` writes it.
+
+    traceback (with contextlib, which this file no longer uses) cost every sandbox start ~4 ms of CPU, so it is
+    imported only here, on the way out of a failure. A harness module named ``traceback`` must not stand in for it:
+    the bundle's folder is off ``sys.path`` for the import, and such a module already imported is set aside meanwhile.
+    Should the import or the formatting fail anyway, the note is the exception's type and message."""
+    error = sys.exc_info()[1]
+    saved_path = list(sys.path)
+    sys.path[:] = [folder for folder in saved_path if folder not in _BUNDLE_ON_PATH]
+    loaded = sys.modules.get("traceback")
+    shadow = loaded if _from_bundle(loaded) else None
+    if shadow is not None:
+        del sys.modules["traceback"]
+    try:
+        import traceback
+
+        return str(traceback.format_exc())
+    except Exception:
+        return f"{type(error).__name__}: {error}"
+    finally:
+        sys.path[:] = saved_path
+        if shadow is not None:
+            sys.modules["traceback"] = shadow
+
+
+def _from_bundle(module: Any) -> bool:
+    where = os.path.realpath(str(getattr(module, "__file__", None) or "/"))
+    return module is not None and any(where.startswith(os.path.realpath(folder) + os.sep) for folder in _BUNDLE_ON_PATH)
+
+
+_BUNDLE_ON_PATH: list[str] = []
+"""The folder ``_run`` put first on ``sys.path`` (none until then)."""
+
+
 def _note(text: str) -> str:
     """Keep the end of a long traceback: that is where the cause is."""
     return text if len(text) <= NOTE_LIMIT else "...(truncated)...\n" + text[-NOTE_LIMIT:]
@@ -176,6 +209,7 @@ def _take_over_stdio() -> None:
 def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str, str]:
     """Import the bundle and run it; returns (finish reason, note)."""
     sys.path.insert(0, bundle_dir)
+    _BUNDLE_ON_PATH.append(bundle_dir)
     out_of_memory = False
     try:
         module = importlib.import_module("harness")
@@ -188,7 +222,7 @@ def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str,
             except MemoryError:
                 raise
             except BaseException:
-                return "selftest_failed", _note(traceback.format_exc())
+                return "selftest_failed", _note(_format_exc())
             return "selftest_ok", ""
         reason = module.run(Session(session_data))
         if reason is None:
@@ -202,7 +236,7 @@ def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str,
         # Formatting the traceback would need memory the harness still holds through its frames; leave first.
         out_of_memory = True
     except BaseException:
-        return "harness_error", _note(traceback.format_exc())
+        return "harness_error", _note(_format_exc())
     if out_of_memory:
         return "out_of_memory", "MemoryError raised in the harness"
     raise AssertionError("unreachable")
@@ -235,8 +269,10 @@ def _kill_my_uid(deadline_s: float = 5.0) -> None:
     """SIGKILL every other process of this uid (kill(-1) spares this process and PID 1) until none is left."""
     deadline = time.monotonic() + deadline_s
     while True:
-        with contextlib.suppress(ProcessLookupError):  # ESRCH: nothing this uid may signal
+        try:  # noqa: SIM105 - importing contextlib would cost every start of this file 1 ms
             os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:  # ESRCH: nothing this uid may signal
+            pass
         left = _others_of_my_uid()
         if not left:
             return
@@ -308,7 +344,7 @@ def main(argv: list[str]) -> int:
         try:
             wipe()
         except BaseException:
-            print(_note(traceback.format_exc()), file=sys.stderr)
+            print(_note(_format_exc()), file=sys.stderr)
             sys.stderr.flush()
             os._exit(5)
     bundle_dir = args[0] if args else "/harness"
@@ -326,7 +362,7 @@ def main(argv: list[str]) -> int:
         print(f"ecdysis runtime: {exc}", file=sys.stderr)
         code = 3
     except BaseException:
-        print(_note(traceback.format_exc()), file=sys.stderr)
+        print(_note(_format_exc()), file=sys.stderr)
         code = 4
     sys.stderr.flush()
     # Threads or children the harness left behind must not keep the sandbox alive.
