@@ -15,9 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import openai
-
-from ecdysis.llm._litellm import custom_llm_setup, litellm
+from ecdysis.llm._litellm import custom_llm_setup, litellm, openai
 
 PROVIDER = "scripted"
 CONTEXT_KEY = "ecdysis_context"
