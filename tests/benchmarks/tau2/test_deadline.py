@@ -70,3 +70,20 @@ def test_an_episode_whose_model_outlives_its_budget_ends_as_timeout(slow_stub: S
     assert trajectory.termination_reason is TerminationReason.TIMEOUT, trajectory.error
     assert trajectory.wall_time_s < SLOW_S and trajectory.reward == 0.0
     assert "wall-clock budget ran out during a task-model call" in (trajectory.error or "")
+
+
+def test_calls_under_a_deadline_share_one_provider_client() -> None:
+    from ecdysis.llm._litellm import litellm
+
+    def clients(api_base: str) -> int:
+        return sum(1 for key in litellm.in_memory_llm_clients_cache.cache_dict if f"api_base={api_base}" in str(key))
+
+    with StubServer() as stub:
+        gateway = _gateway(stub)
+        deadline = time.monotonic() + 30.5  # under the config's 120 s timeout: every attempt is cut to it
+        for _ in range(12):
+            gateway.complete("openai/slow", ASK, role=Role.TASK, deadline=deadline)
+            time.sleep(0.01)
+        assert stub.requests == 12
+        # litellm keys its SDK client (and its connection pool) by the timeout: the exact time left made one per call
+        assert clients(stub.api_base) == 1
