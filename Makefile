@@ -46,7 +46,8 @@ lint: setup
 demo: setup sandbox-ready
 	$(VENV)/bin/ecdysis demo
 
-bench: setup
+# Sections 5 and 6 (and the OS half of 8) need the Docker engine and the sandbox image.
+bench: setup sandbox-ready
 	$(PY) -m benchmarks
 
 # The multi-node cluster in containers (cluster/local-cluster.sh): builds the node and S3 images, brings the cluster
