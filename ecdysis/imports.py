@@ -1,10 +1,8 @@
-"""Keeping imports cheap: packages a process never uses stay out of it (a library imports them only because they are
-installed), and a large library's import does not pay for the cyclic collector over and over."""
+"""Keeping packages a process never uses out of it, when a library imports them only because they are installed."""
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import sys
 from collections.abc import Iterator, Sequence
 
@@ -49,25 +47,3 @@ def arrow_without_pandas() -> None:
     with optional_imports_hidden(["pandas"]):
         pa.array([0])
 
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Import a large library inside: the cyclic collector is off while inside, and what exists on leaving is frozen
-    (``gc.freeze``), so later collections never walk it again.
-
-    A library of hundreds of thousands of objects (litellm, with the openai SDK and pydantic models under it) makes
-    each collection during its own import, and every full collection after it, walk all of them: a third of the CPU
-    of a process's start-up (measured: ~4.0 → ~2.0 CPU-s to import a rollout worker's modules). Such objects live
-    as long as the process, so walking them finds nothing; the few thousand cycles the import leaves behind are
-    kept rather than collected. Inside another ``collector_paused`` (or with the collector already off) it changes
-    nothing, so only the outermost one freezes.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()

@@ -1,11 +1,11 @@
 """The one place that imports litellm (and the openai SDK under it), after pinning it to its bundled price map (no
-network at import), with the cyclic collector paused (see :func:`ecdysis.imports.collector_paused`)."""
+network at import), with the cyclic collector paused (see :func:`ecdysis.collector.collector_paused`)."""
 
 from __future__ import annotations
 
 import os
 
-from ecdysis.imports import collector_paused
+from ecdysis.collector import collector_paused
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

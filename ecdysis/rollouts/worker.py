@@ -36,6 +36,7 @@ class RolloutWorker:
         """``idle_exit_s``: end this actor after that many seconds without an episode (a warm worker, see
         `ecdysis.rollouts.warm`); None: it lives until its pool kills it."""
         from ecdysis.benchmarks import build
+        from ecdysis.collector import settle
         from ecdysis.imports import arrow_without_pandas
 
         arrow_without_pandas()  # its LLM call records go to Arrow; no episode holds a pandas object
@@ -58,6 +59,7 @@ class RolloutWorker:
             benchmark.preload()
         with contextlib.suppress(Exception):  # a part that cannot be built fails each episode, as a record
             self._parts()
+        settle()  # the domains, the gateway and the backend live as long as the worker: out of the collector's walks
         if idle_exit_s is not None:
             threading.Thread(target=self._end_when_idle, args=(idle_exit_s,), name="idle-exit", daemon=True).start()
 
