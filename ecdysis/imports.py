@@ -46,4 +46,3 @@ def arrow_without_pandas() -> None:
 
     with optional_imports_hidden(["pandas"]):
         pa.array([0])
-

@@ -46,4 +46,3 @@ def test_writing_records_through_arrow_leaves_pandas_out_and_importable() -> Non
                           check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"rows": 1, "loaded": False, "pandas_after": "pandas", "back": "c1"}
-
