@@ -158,7 +158,8 @@ def _throughput(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     main, fast = fig["main"], fig["fast"]
     lines = [f"{main['sandbox']} sandboxes, gold agent and scripted user on airline tasks {', '.join(main['tasks'])} "
              "(cycled); one worker process per core, more where a worker would hold over "
-             "`rollout_bench.EPISODES_PER_WORKER` episodes. *Batch*: the whole batch's wall clock against "
+             "`rollout_bench.episodes_per_worker_cap` episodes (32 × the per-call latency in seconds, at most "
+             "`rollout_bench.EPISODES_PER_WORKER`). *Batch*: the whole batch's wall clock against "
              "max(Σcalls × latency ÷ concurrency, longest episode's calls × latency), so it includes the ramp "
              "(every slot starts at once) and the drain (the last episodes run while other slots idle). *Steady*: "
              "episodes completed between the first completion and the last dispatch, per minute, against "
@@ -277,8 +278,11 @@ def _tau2(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     first = runs[0]["ours"]
     latencies = " and ".join(f"{run['latency_s']:g} s" for run in runs)
     lines = [f"Same tasks ({', '.join(fig['tasks'])}), same latency server ({latencies} per call), "
-             f"{first['episodes']} episodes at concurrency {first['concurrency']}, each runner on its own. Ours: "
-             "`RolloutPool` with process sandboxes (the same path `run_eval` takes). τ²: `tau2 run` CLI in a child "
+             f"concurrency {first['concurrency']}, each runner on its own; rates are steady-state, so each runner's "
+             "batch is sized for a steady window of many completions (ours "
+             f"{first['episodes']} episodes, τ²'s {runs[0]['tau2'].get('simulations', '–')} simulations: at its rate "
+             "that is minutes). Ours: `RolloutPool` with process sandboxes (the same path `run_eval` takes), "
+             f"{first.get('workers', '–')} worker processes. τ²: `tau2 run` CLI in a child "
              "process, its agent and user LLMs `openai/task-gold` and `openai/user` with `api_base` in "
              "`--agent-llm-args`/`--user-llm-args` and its default `--max-retries` (3 litellm retries per call, as "
              "its users run it; ours runs with no retry). *Ceiling*: the LLM-bound ideal ÷ τ²'s rate, the most any "

@@ -48,15 +48,32 @@ episode, 4 × 32 87% at 0.119 CPU-s and 40.8 MB: each worker process holds ~300 
 own threads to schedule, and one process's GIL is far from saturated by 64 episodes' Python (~0.45 s per second)."""
 
 
+CALLS_PER_WORKER_S = 32
+"""Model calls a second one worker process handles at most: episodes per worker are capped at this × the per-call
+latency (each episode has one call in flight), so 16 at 0.5 s and :data:`EPISODES_PER_WORKER` from 2 s. A reply costs
+a worker ~9 ms of Python (litellm, τ²'s user and tools, the sandbox protocol); past ~30 a second, replies that arrive
+together queue for its interpreter lock. Measured at 64 concurrent, 0.5 s per call, 384 episodes, three runs each,
+alternated: 2 workers × 32 reached 81–86% of the LLM-bound ideal in the steady state at 0.087–0.095 CPU-s per rollout,
+4 × 16 85–89% at 0.080–0.082; 3, 6 and 8 workers 84–92% at 0.079–0.084, for 49–80 MB per concurrent episode."""
+
+
+def episodes_per_worker_cap(latency_s: float) -> int:
+    """Most episodes one worker runs at once at ``latency_s`` per call (:data:`CALLS_PER_WORKER_S`,
+    :data:`EPISODES_PER_WORKER`)."""
+    return max(1, min(EPISODES_PER_WORKER, math.floor(CALLS_PER_WORKER_S * latency_s)))
+
+
 def settings_for(server: LatencyServer, concurrency: int, store_uri: str, sandbox: str) -> Any:
     """Rollout settings: one worker per core (more where that would give a worker more than
-    :data:`EPISODES_PER_WORKER` episodes), episodes spread over them, no response cache."""
+    :func:`episodes_per_worker_cap` episodes at the server's latency), episodes spread over them, no response
+    cache."""
     import os
 
     from ecdysis.rollouts import RolloutSettings
 
     cores = os.cpu_count() or 1
-    workers = max(1, min(concurrency, max(cores, math.ceil(concurrency / EPISODES_PER_WORKER))))
+    cap = episodes_per_worker_cap(server.latency_s)
+    workers = max(1, min(concurrency, max(cores, math.ceil(concurrency / cap))))
     per_worker = math.ceil(concurrency / workers)
     gateway = {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()}
     # Each episode takes a started sandbox and the pool starts the next one while the episode waits on its model.
