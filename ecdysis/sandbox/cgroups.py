@@ -142,12 +142,15 @@ class SandboxCgroup:
             text = _read(self.folders["memory"] / "memory.max_usage_in_bytes")
         return int(text) if text.strip().isdigit() else None
 
-    def kill_all(self, timeout: float = 10.0) -> bool:
-        """SIGKILL every process in the cgroup until none is left; returns whether it emptied in time."""
+    def kill_all(self, timeout: float = 10.0, *, seen: set[int] | None = None) -> bool:
+        """SIGKILL every process in the cgroup until none is left; returns whether it emptied in time. Every pid it
+        found in the cgroup is added to ``seen``."""
         deadline = time.monotonic() + timeout
         kill_file = self.folders.get("unified", Path("/nonexistent")) / "cgroup.kill"
         while True:
             pids = self.pids()
+            if seen is not None:
+                seen.update(pids)
             if not pids:
                 return True
             if kill_file.exists():

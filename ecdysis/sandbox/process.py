@@ -178,16 +178,18 @@ class ProcessSandbox(StreamSandbox):
             log.warning("process sandbox %s: pid %d survived SIGKILL", self.sandbox_id, self.process.pid)
         if self.cgroup is not None:
             # Everything the sandbox started is in its cgroup (its pid namespace died with bubblewrap already).
-            if not self.cgroup.kill_all():
+            found: set[int] = set()
+            if not self.cgroup.kill_all(seen=found):
                 log.warning("process sandbox %s: processes survive in its cgroup", self.sandbox_id)
             # A killed process leaves cgroup.procs a moment before it stops showing as alive in /proc (a fork bomb's
             # last ones were still there when the test looked): wait for them, briefly, before the uid is released.
             # Usually the sandbox was a couple of known processes, and watching those is enough; a scan of all of
-            # /proc costs ~16 µs a process, 5 ms with 128 sandboxes on the host, at every close.
+            # /proc costs ~16 µs a process, 5 ms with 128 sandboxes on the host, at every close. A process the kill
+            # found that the first look did not (started in between) means the members changed: scan.
             deadline = time.monotonic() + 2.0
             if self.uid is not None:
                 uid = self.uid
-                few = 0 < len(members) <= _FEW_MEMBERS
+                few = 0 < len(members) <= _FEW_MEMBERS and found <= set(members)
                 while time.monotonic() < deadline and (
                         any(live_uid(pid) == uid for pid in members) if few else processes_of(uid)):
                     time.sleep(0.01)

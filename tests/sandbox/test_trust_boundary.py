@@ -120,6 +120,17 @@ def test_a_double_forked_child_dies_with_the_episode(episode: Episode, backend: 
         assert not any(folder.exists() for folder in sandbox.cgroup.folders.values())
 
 
+def test_children_started_while_the_sandbox_closes_are_gone_when_it_is(episode: Episode, backend: Any) -> None:
+    """A process that keeps forking changes the sandbox's members between the close's first look and its kill: the
+    close still waits out every process of the sandbox's uid before the uid goes back (several episodes, since the
+    timing varies)."""
+    for _ in range(4):
+        outcome, sandbox = episode("attacks", config={"attack": "fork_churn"})
+        assert outcome.finish_reason is TerminationReason.AGENT_STOP, outcome.note
+        assert reports(outcome)[0]["churning"] is True
+        assert_gone(sandbox)
+
+
 def test_the_host_processes_are_invisible(episode: Episode) -> None:
     import subprocess
 

@@ -284,6 +284,23 @@ def double_fork(session):
     _report(session, survivor=pid)
 
 
+def fork_churn(session):
+    """A detached process that keeps starting short-lived children, so the sandbox's members change between any two
+    looks at them (the close must still find and outwait every one)."""
+    if os.fork() == 0:
+        os.setsid()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            child = os.fork()
+            if child == 0:
+                time.sleep(0.002)
+                os._exit(0)
+            os.waitpid(child, 0)
+        os._exit(0)
+    time.sleep(0.05)  # let it churn before the episode ends
+    _report(session, churning=True)
+
+
 def leave_behind(session):
     """Leave everything a later episode in the same container could find: files (one in a folder chmod 000), a
     detached process that closed its stdio, and SysV IPC objects."""
