@@ -40,13 +40,13 @@ def run_variant(variant: str, *, latency_s: float, concurrency: int, episodes: i
     """``episodes`` episodes of ``variant``'s training tasks (cycled) at ``concurrency``; tasks that share their
     instruction with another are left out, since the latency server knows a task only by what the model is told."""
     from ecdysis.benchmarks import config_for
-    from ecdysis.cli.demo_local import find_agentbench_data
+    from ecdysis.benchmarks.agentbench.manifest import find_data_dir
     from ecdysis.evaluation import episode_requests
     from ecdysis.harness import resolve_harness
     from ecdysis.rollouts import RolloutPool, RolloutSettings
     from ecdysis.store import ArtifactStore
 
-    data = find_agentbench_data()  # $ECDYSIS_AGENTBENCH_DATA, else shared/agentbench in or beside the checkout
+    data = find_data_dir()  # $ECDYSIS_AGENTBENCH_DATA, else shared/agentbench in or beside the checkout
     config = config_for(variant, **({"data_dir": str(data)} if data else {}))
     benchmark = config.build()
     tasks = [task for task in benchmark.tasks("train") if latency_servable(variant, task.task_id)]

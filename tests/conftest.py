@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ecdysis.benchmarks.agentbench.manifest import find_data_dir
+
 # Tests can never reach a real LLM provider by accident: the gateway refuses every model that is not scripted or on
 # loopback while this is set. Live-provider tests opt in with ECDYSIS_LIVE_TESTS=1.
 if os.environ.get("ECDYSIS_LIVE_TESTS") != "1":
@@ -19,11 +21,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # AgentBench's data is never part of the project: tests read it from the workplace's shared folder (in or beside the
 # checkout, or /work/shared for a clone elsewhere), unless ECDYSIS_AGENTBENCH_DATA names another copy.
-_REPO = Path(__file__).resolve().parents[1]
-for _candidate in (_REPO / "shared" / "agentbench", _REPO.parent / "shared" / "agentbench",
-                   Path("/work/shared/agentbench")):
-    if "ECDYSIS_AGENTBENCH_DATA" not in os.environ and (_candidate / "MANIFEST.json").is_file():
-        os.environ["ECDYSIS_AGENTBENCH_DATA"] = str(_candidate)
+_agentbench_data = find_data_dir(also=(Path("/work"),))
+if _agentbench_data is not None:
+    os.environ["ECDYSIS_AGENTBENCH_DATA"] = str(_agentbench_data)
 
 
 @pytest.fixture(scope="session")

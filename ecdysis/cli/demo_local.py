@@ -10,10 +10,8 @@ there, else the τ² airline slice of ``configs/demo.yaml``. The GGUF files (1.6
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,7 +22,6 @@ QWEN = "qwen"
 """The value of ``--model`` / ``ECDYSIS_DEMO_MODEL`` that selects the opt-in Qwen models."""
 QWEN_CTX = 16384
 """Context window of the Qwen servers: diagnosis and coding prompts carry the harness source."""
-_REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -63,26 +60,13 @@ def smollm2_plan() -> LocalPlan:
                      "`ecdysis demo --model qwen` runs a stronger local model (a 1.6 GB download).")
 
 
-def find_agentbench_data() -> Path | None:
-    """The AgentBench data folder: ``$ECDYSIS_AGENTBENCH_DATA``, else ``shared/agentbench`` in or beside the
-    checkout or the working directory; None when there is none."""
-    from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
-
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV])
-    for base in (_REPO, _REPO.parent, Path.cwd(), Path.cwd().parent):
-        candidate = base / "shared" / "agentbench"
-        if (candidate / "MANIFEST.json").is_file():
-            return candidate
-    return None
-
-
 def qwen_plan() -> LocalPlan:
     """Qwen2.5-Coder 1.5B (agent, diagnoser, coder) and 0.5B (user) on DBBench dev, or on τ² airline when the
     AgentBench data or MariaDB is missing."""
     from ecdysis.benchmarks.agentbench.dbbench.server import mariadb_available
+    from ecdysis.benchmarks.agentbench.manifest import find_data_dir
 
-    data = find_agentbench_data()
+    data = find_data_dir()
     if data is not None and mariadb_available():
         note = (f"demo models: local/qwen-1.5b for the agent, diagnoser and coder (Qwen2.5-Coder-1.5B-Instruct Q4_K_M "
                 f"on llama.cpp, its own chat template) on AgentBench DBBench dev tasks (data: {data}); DBBench has no "

@@ -3,7 +3,6 @@ MariaDB server per test module in a temporary folder, installed once per session
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -13,23 +12,9 @@ import pytest
 
 from ecdysis.benchmarks.agentbench.dbbench.server import MariaDBServer, mariadb_available
 from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask, load_tasks
-from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, AgentBenchData
+from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, AgentBenchData, find_data_dir
 
-_REPO = Path(__file__).resolve().parents[3]
-
-
-def data_dir() -> Path | None:
-    """The AgentBench data folder: ``$ECDYSIS_AGENTBENCH_DATA``, else ``shared/agentbench`` in or beside the
-    checkout."""
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV])
-    for candidate in (_REPO / "shared" / "agentbench", _REPO.parent / "shared" / "agentbench"):
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
-DATA_DIR = data_dir()
+DATA_DIR = find_data_dir()
 
 needs_data = pytest.mark.skipif(DATA_DIR is None, reason=f"no AgentBench data folder: set ${DATA_ENV}")
 needs_mariadb = pytest.mark.skipif(not mariadb_available(),
