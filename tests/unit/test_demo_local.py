@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ecdysis.benchmarks.agentbench import manifest
 from ecdysis.benchmarks.agentbench.dbbench import server as dbserver
 from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
 from ecdysis.cli import demo_local
@@ -38,7 +39,7 @@ def test_qwen_runs_dbbench_when_data_and_mariadb_are_there(tmp_path: Path, monke
 
 def test_qwen_falls_back_to_airline_with_a_user_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DATA_ENV, raising=False)
-    monkeypatch.setattr(demo_local, "_REPO", tmp_path / "repo")
+    monkeypatch.setattr(manifest, "_CHECKOUT", tmp_path / "repo")
     monkeypatch.chdir(tmp_path)
     plan = demo_local.qwen_plan()
     cfg = demo_local.plan_config(plan)

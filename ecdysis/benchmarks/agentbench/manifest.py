@@ -23,14 +23,17 @@ DATA_ENV = "ECDYSIS_AGENTBENCH_DATA"
 """Environment variable naming the data folder when a config does not."""
 
 
+_CHECKOUT = Path(__file__).resolve().parents[3]
+"""The folder holding the ``ecdysis`` package: a checkout's root when run from one."""
+
+
 def find_data_dir(*, also: tuple[Path, ...] = ()) -> Path | None:
     """The data folder to use when a config names none: ``$ECDYSIS_AGENTBENCH_DATA``, else a ``shared/agentbench``
     with its ``MANIFEST.json`` in or beside this checkout, the working directory or a folder of ``also``; None when
     there is none. (The files are checked when :class:`AgentBenchData` reads them, not here.)"""
     if os.environ.get(DATA_ENV):
         return Path(os.environ[DATA_ENV])
-    checkout = Path(__file__).resolve().parents[3]
-    for base in (checkout, checkout.parent, Path.cwd(), Path.cwd().parent, *also):
+    for base in (_CHECKOUT, _CHECKOUT.parent, Path.cwd(), Path.cwd().parent, *also):
         candidate = base / "shared" / "agentbench"
         if (candidate / "MANIFEST.json").is_file():
             return candidate
