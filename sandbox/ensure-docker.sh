@@ -39,10 +39,36 @@ if ! command -v dockerd >/dev/null 2>&1; then
     command -v dockerd >/dev/null 2>&1 || fallback "docker.io is installed but dockerd is not on PATH"
 fi
 
+# A daemon we start keeps its data on its own btrfs filesystem (a sparse file, loop-mounted), so the btrfs storage
+# driver honours `--storage-opt size=` and one task container cannot fill the host's disk (this kernel's xfs has no
+# project quotas, which overlay2 would need). A daemon that already runs is used as it is: its containers then have
+# no disk quota, and the OS benchmark says so.
+data_root=${ECDYSIS_DOCKER_DATA_ROOT:-/var/lib/ecdysis-docker}
+disk_file=${ECDYSIS_DOCKER_DISK_FILE:-/var/lib/ecdysis-docker.btrfs}
+disk_size=${ECDYSIS_DOCKER_DISK_SIZE:-48G}
+daemon_args=()
+
+quota_root() {
+    if ! findmnt -n -o FSTYPE --mountpoint "$data_root" 2>/dev/null | grep -qx btrfs; then
+        if ! command -v mkfs.btrfs >/dev/null 2>&1; then
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends btrfs-progs \
+                >/dev/null 2>&1 || return 1
+        fi
+        if [[ ! -f $disk_file ]]; then
+            as_root truncate -s "$disk_size" "$disk_file" && as_root mkfs.btrfs -q "$disk_file" >/dev/null \
+                || { as_root rm -f "$disk_file"; return 1; }
+        fi
+        as_root mkdir -p "$data_root" && as_root mount -o loop "$disk_file" "$data_root" || return 1
+    fi
+    daemon_args=(--data-root "$data_root" --storage-driver btrfs)
+    echo "ensure-docker: data root $data_root on btrfs ($disk_file): task containers get a disk quota"
+}
+
 if ! pgrep -x dockerd >/dev/null 2>&1; then
     as_root true 2>/dev/null || fallback "no Docker daemon answers and starting dockerd needs root"
+    quota_root || echo "ensure-docker: warning: no btrfs data root; task containers will have no disk quota" >&2
     echo "ensure-docker: starting dockerd (log: $log)"
-    as_root setsid "$(command -v dockerd)" >"$log" 2>&1 </dev/null &
+    as_root setsid "$(command -v dockerd)" "${daemon_args[@]}" >"$log" 2>&1 </dev/null &
     disown 2>/dev/null || true
 fi
 
