@@ -6,7 +6,8 @@
 - ``user.respond`` by the user simulator (:mod:`ecdysis.benchmarks.tau2.user`): a simulator failure ends the episode as
   ``infrastructure_error`` (the simulator is part of the benchmark, so its failures say nothing about the harness),
   except that a provider refusing what the agent said (400/413/422) ends it as ``harness_error``, and a crossed
-  budget or deadline as ``budget_exceeded`` / ``timeout``;
+  budget or deadline as ``budget_exceeded`` / ``timeout``; an empty user reply ends it as ``user_stop``, graded (the
+  agent's message provoked it, so it is the harness's outcome);
 - ``tool.call`` / ``tool.peek`` on the episode's private :class:`EpisodeEnv`;
 - the grade: a replay of the executed write calls, as τ²'s ``evaluate_simulation`` grades (:mod:`.grading`).
 """
@@ -19,7 +20,7 @@ from ecdysis.benchmarks.episode import agent_texts
 from ecdysis.benchmarks.tau2 import transcript
 from ecdysis.benchmarks.tau2.domain import TauDomain
 from ecdysis.benchmarks.tau2.grading import grade
-from ecdysis.benchmarks.tau2.user import UserSimulator, UserSimulatorError
+from ecdysis.benchmarks.tau2.user import EmptyUserReply, UserSimulator, UserSimulatorError
 from ecdysis.protocols import LLMClient
 from ecdysis.records import TerminationReason, TokenUsage
 
@@ -46,6 +47,8 @@ class Tau2Environment:
 
         try:
             reply = self.user.respond(text, deadline=deadline)
+        except EmptyUserReply as exc:
+            raise EndEpisode(TerminationReason.USER_STOP, str(exc)) from exc
         except UserSimulatorError as exc:
             cause = exc.__cause__
             if isinstance(cause, BudgetExceeded):  # the run's budget, not a fault of the simulator

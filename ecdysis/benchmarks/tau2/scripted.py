@@ -32,6 +32,8 @@ User model (role ``user``):
 
 - :func:`scripted_user`: opens with the scenario's reason for calling and known info, answers ``yes`` to any
   question asking for confirmation, and otherwise ends the conversation with ``###STOP###``.
+- :func:`silent_user`: like ``scripted_user`` but answers a confirmation question with whitespace only (a user model
+  that a harness's message left with nothing to say).
 
 Diagnosis and coding: :data:`diagnoser` and :data:`coder` find and add the rule that blocks a repeated write
 (:data:`FIXES`; the coder patches the ``human`` harness's ``loop.py`` as read from the bundle). :data:`opencode_coder`
@@ -207,6 +209,12 @@ def scripted_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     if any(word in last for word in CONFIRM_WORDS):
         return "Yes, I confirm. Please go ahead."
     return STOP
+
+
+def silent_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+    """``scripted_user`` until the agent asks for a confirmation, which it answers with whitespace only."""
+    reply = scripted_user(messages, tools, context)
+    return "  \n" if reply.startswith("Yes, I confirm") else reply
 
 
 _RESERVATION_ID = re.compile(r"\b[A-Z0-9]{6}\b")

@@ -3,9 +3,13 @@
 The user never leaves the host: the sandbox only sends what the agent says (``user.respond``) and receives the
 reply text and whether the user has ended the conversation.
 
-Failures: any exception from the gateway or an empty reply raises :class:`UserSimulatorError`. The episode turns it
-into ``infrastructure_error`` (not ``llm_error``): the user simulator is part of the benchmark, not of the agent, so
-its failures say nothing about the harness, must be retried, and must never become evidence for a modification.
+Failures: any exception from the gateway raises :class:`UserSimulatorError`. The episode turns it into
+``infrastructure_error`` (not ``llm_error``): the user simulator is part of the benchmark, not of the agent, so its
+failures say nothing about the harness, must be retried, and must never become evidence for a modification.
+
+An empty or whitespace reply is not such a failure: the model answered, and what it answered follows from what the
+agent said (a harness can provoke one). It raises :class:`EmptyUserReply`, which the episode ends as ``user_stop`` and
+grades like any other ending; as infrastructure it would be retried and then excluded, hiding the harness's failure.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ _PROMPT = "{guidelines}\n\n<scenario>\n{scenario}\n</scenario>"
 
 class UserSimulatorError(Exception):
     """The simulated user could not produce a reply."""
+
+
+class EmptyUserReply(UserSimulatorError):
+    """The user model answered with nothing but whitespace: the conversation is over, and it is graded."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,8 @@ class UserSimulator:
             self.cost_usd = (self.cost_usd or 0.0) + completion.cost_usd
         text = (completion.content or "").strip()
         if not text:
-            raise UserSimulatorError(f"user simulator model {self.model!r} returned an empty reply")
+            self.stopped = True
+            raise EmptyUserReply(f"user simulator model {self.model!r} returned an empty reply")
         self._history.append({"role": "assistant", "content": text})
         self.stopped = is_stop(text)
         return UserReply(text=text, stop=self.stopped)

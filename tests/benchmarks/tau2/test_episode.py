@@ -100,6 +100,21 @@ def test_noop_harness_ends_at_once(backend: object, gateway: object) -> None:
     assert one.reward == 1.0 and one.tool_calls == []
 
 
+def test_an_empty_user_reply_is_the_harness_outcome_not_infrastructure(backend: object, gateway: object) -> None:
+    # human asks the user to confirm before a write; the silent user answers with whitespace. That ends the episode
+    # as user_stop and it is graded (no write was made, so 0), instead of an infrastructure_error that is retried and
+    # then excluded from the score.
+    airline = TauDomain.load("airline")
+    task_id = next(t for t in conformance_tasks("airline")
+                   if {a.name for a in airline.task(t).evaluation_criteria.actions or []} & airline.write_tools)
+    (trajectory,) = run_many([request("airline", task_id, "human", "gold_agent", user_model=SCRIPTED + "silent_user")],
+                             backend, gateway)
+    assert trajectory.termination_reason is TerminationReason.USER_STOP
+    assert trajectory.reward == 0.0
+    assert [c.name for c in trajectory.tool_calls if c.executed and c.name in airline.write_tools] == []
+    assert "empty reply" in (trajectory.error or "")
+
+
 def test_failures_become_trajectories(tmp_path: Path, backend: object, gateway: object) -> None:
     crashing = tmp_path / "crash"
     crashing.mkdir()
