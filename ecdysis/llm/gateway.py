@@ -38,6 +38,10 @@ from ecdysis.records import LLMCallRecord, Role, TokenUsage
 T = TypeVar("T", bound=BaseModel)
 
 
+EPISODE_ROLES = frozenset({Role.TASK, Role.USER})
+"""Roles whose calls are made on behalf of a running episode, where the harness could time them."""
+
+
 class Gateway:
     """Implements :class:`ecdysis.protocols.LLMClient`: routing, provider switch, response cache, retries,
     per-model concurrency, accounting to the store's ``llm_calls`` dataset and per-run budgets.
@@ -84,6 +88,8 @@ class Gateway:
         if key is not None:
             hit = self._cache.get(key)
             if hit is not None:
+                if role in EPISODE_ROLES:
+                    self._hold_hit(hit, started, deadline, ctx, role, model)
                 completion = hit.model_copy(update={"cache_hit": True, "tokens": TokenUsage(), "cost_usd": 0.0,
                                                     "latency_s": time.monotonic() - started, "model": model})
                 self._ledger.record(self._record(ctx, role, model, completion, retries=0))
@@ -170,6 +176,20 @@ class Gateway:
                                             "latency_s": time.monotonic() - started, "model": model})
         self._ledger.record(self._record(ctx, role, model, completion, retries=0))
         return completion
+
+    def _hold_hit(self, hit: Completion, started: float, deadline: float | None, ctx: dict[str, Any], role: Role,
+                  model: str) -> None:
+        """Return a cache hit no sooner than its original call took, so that hit and miss look alike from inside an
+        episode (otherwise a harness reads another episode's calls from the latency: a timing channel between
+        episodes, trials and runs). Past the deadline it fails as the original call would have."""
+        due = started + hit.latency_s
+        if deadline is not None and due > deadline:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            error = "the caller's deadline passed before this call's original latency"
+            failed = Completion(model=model, latency_s=time.monotonic() - started)
+            self._ledger.record(self._record(ctx, role, model, failed, retries=0, error=error))
+            raise DeadlineExceeded(f"{model}: {error}", model=model, retries=0, retryable=False)
+        time.sleep(max(0.0, due - time.monotonic()))
 
     def _cache_key(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
                    params: dict[str, Any], override: bool | None) -> str | None:

@@ -12,6 +12,7 @@ a module-level :class:`ScriptedModel`, so any process (a Ray worker included) ca
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,6 +61,16 @@ def echo(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, con
     """Repeats the last user message: ``"echo: <text>"``."""
     last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
     return f"echo: {_text(last) if last else ''}"
+
+
+SLOW_ECHO_S = 0.3
+"""How long :func:`slow_echo` takes to answer."""
+
+
+def slow_echo(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+    """:func:`echo` after :data:`SLOW_ECHO_S` seconds: a model whose calls take visible time (cache-hit timing)."""
+    time.sleep(SLOW_ECHO_S)
+    return echo(messages, tools, context)
 
 
 def echo_context(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

@@ -144,3 +144,42 @@ def test_usd_budget(stub: StubServer, store: ArtifactStore, stub_config: Callabl
     usage = gateway.usage("run-usd")
     assert usage.cost_usd >= 0.05 and usage.calls < 100
     assert len(store.read("llm_calls", run_id="run-usd")) == usage.calls
+
+
+SLOW_ECHO = "scripted/ecdysis.testing.models:slow_echo"
+
+
+@pytest.mark.parametrize("role", [Role.TASK, Role.USER])
+def test_an_episode_cache_hit_takes_as_long_as_its_original_call(store: ArtifactStore, role: Role) -> None:
+    # A harness that could tell a hit (ms) from a miss (the model's latency) would read which calls other episodes,
+    # trials or runs made: a timing channel. Hits of episode roles are held until the original call's latency.
+    import time
+
+    with Gateway(store=store) as gateway:
+        miss = gateway.complete(SLOW_ECHO, ASK, role=role)
+        started = time.monotonic()
+        hit = gateway.complete(SLOW_ECHO, ASK, role=role)
+        waited = time.monotonic() - started
+    assert not miss.cache_hit and hit.cache_hit and hit.content == miss.content
+    assert waited >= miss.latency_s - 0.005
+
+
+def test_an_episode_cache_hit_past_the_deadline_fails_as_the_call_would(store: ArtifactStore) -> None:
+    import time
+
+    from ecdysis.llm import DeadlineExceeded
+
+    with Gateway(store=store) as gateway:
+        gateway.complete(SLOW_ECHO, ASK, role=Role.TASK)
+        with pytest.raises(DeadlineExceeded):
+            gateway.complete(SLOW_ECHO, ASK, role=Role.TASK, deadline=time.monotonic() + 0.05)
+        assert gateway.usage().cache_hits == 0 and gateway.usage().errors == 1
+
+
+def test_hits_outside_episodes_are_served_at_once(store: ArtifactStore) -> None:
+    # The diagnoser and coder run on the trusted side, where no harness times them: their hits stay fast. The
+    # original call's latency is replaced by the hit's, so a held hit would show here as >= 0.3 s.
+    with Gateway(store=store) as gateway:
+        miss = gateway.complete(SLOW_ECHO, ASK, role=Role.DIAGNOSER)
+        hit = gateway.complete(SLOW_ECHO, ASK, role=Role.DIAGNOSER)
+    assert hit.cache_hit and hit.latency_s < miss.latency_s
