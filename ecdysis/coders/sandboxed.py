@@ -39,9 +39,12 @@ from ecdysis.evolution.prompts import render
 from ecdysis.harness import file_names as bundle_files
 from ecdysis.protocols import LLMClient
 from ecdysis.records import ModificationSpec, Role
+from ecdysis.sandbox.allowlist import HIDDEN_PROC_FILES
 from ecdysis.sandbox.cgroups import SandboxCgroup
 from ecdysis.sandbox.errors import SandboxUnavailable
+from ecdysis.sandbox.keyrings import filter_fd
 from ecdysis.sandbox.launch import command as launcher
+from ecdysis.sandbox.spawner import spawner
 
 RELAY_SOURCE = Path(__file__).resolve().parents[1] / "evolution" / "cli_relay.py"
 RELAY_PORT = 8765
@@ -117,10 +120,13 @@ class CLIRun:
 
 
 def bwrap_argv(bwrap: str, control: Path, bundle: Path, home: Path, tmp: Path, invocation: Invocation,
-               script: str) -> list[str]:
-    """The bubblewrap command line (see the module doc)."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox",
-            "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--clearenv"]
+               script: str, seccomp_fd: int | None = None) -> list[str]:
+    """The bubblewrap command line (see the module doc); ``seccomp_fd``: where bubblewrap reads the keyring filter
+    (:func:`ecdysis.sandbox.keyrings.filter_fd`)."""
+    # --as-pid-1: the script is the namespace's init, no bubblewrap monitor; a monitor would be a process of the
+    # sandbox's user holding bubblewrap's own environment and command line (/proc/1/environ, /proc/1/cmdline).
+    argv = [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--hostname", "sandbox", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--clearenv"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -133,14 +139,21 @@ def bwrap_argv(bwrap: str, control: Path, bundle: Path, home: Path, tmp: Path, i
         argv += ["--tmpfs", path]
     argv += ["--ro-bind", str(control), CONTROL, "--ro-bind", str(control / "etc"), "/etc",
              "--bind", str(bundle), WORKDIR, "--bind", str(home), HOME, "--bind", str(tmp), "/tmp",
-             "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", WORKDIR]
+             "--proc", "/proc", *HIDDEN_PROC_FILES, "--dev", "/dev", "--remount-ro", "/", "--chdir", WORKDIR]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "USER": "agent", "XDG_CONFIG_HOME": f"{HOME}/.config", "XDG_DATA_HOME": f"{HOME}/.local/share",
            "XDG_STATE_HOME": f"{HOME}/.local/state", "XDG_CACHE_HOME": f"{HOME}/.cache", "TERM": "dumb",
            "NO_COLOR": "1", **invocation.env}
     for name, value in env.items():
         argv += ["--setenv", name, value]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     return [*argv, "/bin/sh", "-c", script]
+
+
+HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+"""The whole environment bubblewrap (and the launcher before it) starts with: none of the host's variables (provider
+keys) reaches any process of the run; the CLI's own comes from ``--setenv``."""
 
 
 def shell_script(command: list[str], port: int, stdin: str = "/dev/null") -> str:
@@ -215,17 +228,23 @@ def run_cli(llm: LLMClient, model: str, config: ExternalAgentConfig, bundle_dir:
             (control / name).write_text(text, encoding="utf-8")
         proxy = GatewayProxy(llm, model, role=Role.CODER, unix_socket=control / "sock" / "proxy.sock",
                              context=context, token=token)
-        argv = bwrap_argv(found, control, bundle_dir, home, tmp, invocation,
-                          shell_script(invocation.argv, RELAY_PORT, invocation.stdin))
         before = _snapshot(bundle_dir)
         started = time.monotonic()
         with proxy:
             cgroup = _cgroup(config)
+            seccomp = filter_fd()
             try:
+                argv = bwrap_argv(found, control, bundle_dir, home, tmp, invocation,
+                                  shell_script(invocation.argv, RELAY_PORT, invocation.stdin), seccomp_fd=seccomp)
                 if cgroup is not None:
                     argv = launcher(sys.executable, {"cgroups": cgroup.procs_files, "home": "/"}, *argv)
-                process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, start_new_session=True)
+                # From the spawner: a fresh session keyring, and --die-with-parent tied to a thread that lives on.
+                try:
+                    process = spawner().spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, start_new_session=True, env=HOST_ENV,
+                                              pass_fds=(seccomp,))
+                finally:
+                    os.close(seccomp)
                 output = _drain(process)
                 exit_code, peak = _wait(process, config.timeout_s)
                 wall = time.monotonic() - started

@@ -29,6 +29,9 @@ from ecdysis.sandbox.errors import SandboxUnavailable
 
 RUNTIME_IN_SANDBOX = "/opt/ecdysis/ecdysis_runtime.py"
 BUNDLE_IN_SANDBOX = "/harness"
+HIDDEN_PROC_FILES = ("--ro-bind", "/dev/null", "/proc/keys", "--ro-bind", "/dev/null", "/proc/key-users")
+"""bubblewrap options covering the kernel's key lists in a sandbox's /proc (they name the keys of its uid, the
+host's root for a coding agent)."""
 _LDD_PATH = re.compile(r"(?:=>\s*)?(/\S+)\s+\(0x[0-9a-f]+\)")
 _PROBE = ("import json, os, sys, sysconfig; "
           "print(json.dumps({'executable': os.path.realpath(sys.executable), 'version': list(sys.version_info[:2]), "
@@ -56,9 +59,10 @@ class MountPlan:
         return _plan(os.path.realpath(python))
 
     def bwrap_argv(self, bwrap: str, bundle: Path, runtime: Path, *, tmp_bytes: int, shm_bytes: int,
-                   env: Mapping[str, str] | None = None) -> list[str]:
+                   env: Mapping[str, str] | None = None, seccomp_fd: int | None = None) -> list[str]:
         """The bubblewrap command line that runs the runtime on ``bundle`` in a fresh set of namespaces, with a clean
-        environment plus ``env``."""
+        environment plus ``env``; ``seccomp_fd``: a descriptor bubblewrap reads the keyring filter from
+        (:func:`ecdysis.sandbox.keyrings.filter_fd`)."""
         # --as-pid-1: the runtime is the namespace's init, so its end ends every process left in the sandbox (as
         # bubblewrap's own reaper did), one process fewer per sandbox (~1.6 MB, a fork per start).
         argv = [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -70,7 +74,7 @@ class MountPlan:
         for path in self.masked:
             argv += ["--tmpfs", path, "--remount-ro", path]
         argv += ["--ro-bind", str(runtime), RUNTIME_IN_SANDBOX, "--ro-bind", str(bundle), BUNDLE_IN_SANDBOX,
-                 "--proc", "/proc", "--dev", "/dev",
+                 "--proc", "/proc", *HIDDEN_PROC_FILES, "--dev", "/dev",
                  "--size", str(shm_bytes), "--perms", "1777", "--tmpfs", "/dev/shm",
                  "--size", str(tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp",
                  "--remount-ro", "/", "--chdir", "/tmp"]
@@ -78,6 +82,8 @@ class MountPlan:
                 "PYTHONDONTWRITEBYTECODE": "1"}
         for name, value in {**base, **(env or {})}.items():
             argv += ["--setenv", name, value]
+        if seccomp_fd is not None:
+            argv += ["--seccomp", str(seccomp_fd)]
         return argv
 
     def runtime_argv(self) -> list[str]:

@@ -4,6 +4,10 @@ bubblewrap's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread
 the process: a sandbox started from a short-lived thread (a warm-pool refill that ends when idle, an episode thread)
 would be SIGKILLed mid-episode. Every sandbox of a backend is therefore started from this one daemon thread, which
 lives as long as the process, so its sandboxes die exactly when the process does.
+
+Before each child, the thread joins a new anonymous session keyring (:mod:`ecdysis.sandbox.keyrings`): a child copies
+its parent thread's credentials, so each sandbox starts with an empty session keyring of its own, never the host's
+nor another sandbox's.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import subprocess
 import threading
 from concurrent.futures import Future
 from typing import Any
+
+from ecdysis.sandbox.keyrings import join_fresh_session_keyring
 
 
 class Spawner:
@@ -34,6 +40,7 @@ class Spawner:
         while True:
             argv, kwargs, done = self._jobs.get()
             try:
+                join_fresh_session_keyring()
                 done.set_result(subprocess.Popen(argv, **kwargs))
             except BaseException as exc:  # handed to the caller
                 done.set_exception(exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -256,3 +257,56 @@ def test_the_install_script_is_two_file_checks_when_the_agents_are_there(tmp_pat
     env = {"PATH": "/usr/bin:/bin", "ECDYSIS_CODING_AGENTS_DIR": str(tmp_path)}
     done = subprocess.run(["/bin/bash", str(script)], env=env, capture_output=True, text=True, timeout=10)
     assert done.returncode == 0 and "OpenCode 1.18.33, aider 0.86.2" in done.stdout and "installing" not in done.stdout
+
+
+def test_no_host_secret_and_no_keyring_reach_the_coding_agent_sandbox(tmp_path: Path, gateway: Gateway,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Provider keys in the host's environment are in no process of the run (not in the sandbox's init, which the
+    CLI's user could read), and a key a run writes to a keyring reaches neither the next run nor the host's session
+    keyring (the test gives the host one, as an ssh login with pam_keyinit would)."""
+    if why := _bwrap_works():
+        pytest.skip(why)
+    from tests.keyring_support import ENOKEY, join_host_session_keyring, search_session
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, SECRET)
+    if join_host_session_keyring("ecdysis-host-key", SECRET.encode()) < 0:
+        pytest.skip("the kernel gives this process no session keyring")
+    assert search_session("ecdysis-host-key") > 0  # so the checks below can fail
+    program = (Path(__file__).parents[1] / "sandbox" / "bundles" / "secrets" / "harness.py").read_text()
+
+    class Probe:
+        type = "probe"
+        timeout_s = 30.0
+        memory_mb = 512
+
+        def __init__(self, config: dict[str, object]) -> None:
+            self.config = config
+
+        def invocation(self, *, port: int, token: str, files: list[str]) -> Invocation:
+            argv = ["/usr/bin/python3", "-I", "/ecdysis/probe.py", shlex.quote(json.dumps(self.config))]
+            return Invocation(argv=argv, files={"probe.py": program})
+
+        def installed(self) -> str | None:
+            return None
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "harness.py").write_text("x = 1\n")
+    seen = []
+    base = {"canary_hex": SECRET.encode().hex(), "key_payload": "written-by-a"}
+    for config in ({**base, "write": ["ecdysis-coder-a"], "look_for": ["ecdysis-host-key"]},
+                   {**base, "look_for": ["ecdysis-coder-a", "ecdysis-host-key"]}):
+        run = run_cli(gateway, "scripted/ecdysis.testing.evolution:echo", Probe(config), bundle, "probe")
+        line = next((line for line in run.output.splitlines() if line.startswith("PROBE")), run.output)
+        seen.append(json.loads(line[len("PROBE"):]))
+    for report in seen:
+        assert report["found"] == [], report
+        assert "1/environ" in report["readable"], report  # the scan could read the init's environment
+        assert report["init"] == "/bin/sh", report  # the script is the init: no bubblewrap monitor
+        assert not any(name.endswith("_API_KEY") for name in report["env"]), report
+        assert report["keyrings"]["session_id"] == "errno 1", report
+        assert set(report["keyrings"]["search"].values()) == {"errno 1"}, report
+        assert report["keyrings"]["proc_keys_names"] == [], report
+    assert seen[0]["keyrings"]["add ecdysis-coder-a @s"] == seen[0]["keyrings"]["add ecdysis-coder-a @u"] == "errno 1"
+    assert search_session("ecdysis-coder-a") == -ENOKEY
