@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ecdysis.sandbox.errors import SandboxUnavailable
@@ -163,6 +164,37 @@ class SandboxCgroup:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.01)
+
+    def unthrottle(self) -> None:
+        """Lift the CPU limit, so that killed processes are not kept waiting for CPU time to finish dying (a sandbox
+        that used up its quota is throttled until the next period). Only for a sandbox being killed."""
+        for folder, name, value in ((self.folders.get("unified"), "cpu.max", f"max {CPU_PERIOD_US}"),
+                                    (self.folders.get("cpu"), "cpu.cfs_quota_us", "-1")):
+            if folder is not None:
+                with contextlib.suppress(OSError):
+                    _write(folder / name, value)
+
+    def tasks_left(self) -> int | None:
+        """How many processes the cgroup's pids controller still counts (None: unreadable). A process is counted
+        from its fork until it is reaped, so 0 means none of them exists any more, not even as a zombie;
+        ``cgroup.procs`` drops a process earlier, while it is still exiting (and still shows in /proc)."""
+        folder = self.folders.get("unified") or self.folders.get("pids")
+        text = _read(folder / "pids.current").strip() if folder is not None else ""
+        return int(text) if text.isdigit() else None
+
+    def kill_until_gone(self, timeout: float, *, none_alive: Callable[[], bool]) -> bool:
+        """SIGKILL the cgroup's processes until none of them runs any more; returns whether that happened within
+        ``timeout`` seconds. Done when the kernel counts none (:meth:`tasks_left`, no look at /proc); when it still
+        counts some once ``cgroup.procs`` is empty, those are exiting or zombies nobody reaped (an orphaned one whose
+        reaper never waits, as a container's pid 1 may not): ``none_alive`` (a /proc scan) tells which."""
+        deadline = time.monotonic() + timeout
+        while True:
+            emptied = self.kill_all(timeout=0.0)
+            if emptied and (self.tasks_left() == 0 or none_alive()):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
 
     def destroy(self) -> None:
         """Kill what is left and remove the cgroup folders. Idempotent, never raises."""

@@ -32,8 +32,9 @@ from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.cgroups import SandboxCgroup, cgroups_available
 from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
+from ecdysis.sandbox.keyrings import filter_fd
 from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
-from ecdysis.sandbox.procfs import live_uid, processes_of
+from ecdysis.sandbox.procfs import processes_of
 from ecdysis.sandbox.runtime import RUNTIME_PATH
 from ecdysis.sandbox.spawner import spawner
 from ecdysis.sandbox.uids import UidLease, lease_uid
@@ -41,9 +42,8 @@ from ecdysis.sandbox.uids import UidLease, lease_uid
 log = logging.getLogger(__name__)
 
 
-_FEW_MEMBERS = 4
-"""A sandbox's cgroup with at most this many processes at close is watched pid by pid as they die; more (a harness
-that forks) and the close waits until no process of its uid shows in /proc."""
+CLOSE_TIMEOUT_S = 10.0
+"""How long a close waits for the kernel to count no process of the sandbox; past it, the uid is quarantined."""
 
 
 def _launcher_works(spec: dict[str, object]) -> bool:
@@ -82,9 +82,9 @@ def _others_can_execute(path: str) -> bool:
     return all(os.stat(parent).st_mode & stat.S_IXOTH for parent in current.parents)
 
 
-def kill_uid(uid: int, timeout: float = 10.0) -> None:
+def kill_uid(uid: int, timeout: float = 10.0) -> bool:
     """SIGKILL every process owned by ``uid`` and wait until none is left: a child that becomes ``uid`` and calls
-    kill(-1) reaches them all, including ones that left the process group."""
+    kill(-1) reaches them all, including ones that left the process group. Returns whether none is left."""
     deadline = time.monotonic() + timeout
     while True:
         pid = os.fork()
@@ -99,10 +99,10 @@ def kill_uid(uid: int, timeout: float = 10.0) -> None:
             os._exit(0)
         os.waitpid(pid, 0)
         if not processes_of(uid):
-            return
+            return True
         if time.monotonic() > deadline:
             log.warning("processes of uid %d survive SIGKILL", uid)
-            return
+            return False
         time.sleep(0.02)
 
 
@@ -111,14 +111,15 @@ class ProcessSandbox(StreamSandbox):
 
     def __init__(self, process: subprocess.Popen[bytes], *, workdir: Path | None, uid: int | None, sandbox_id: str,
                  bundle_hash: str, config: ProcessSandboxConfig, cgroup: SandboxCgroup | None = None,
-                 on_close: Callable[[], None] | None = None) -> None:
+                 lease: UidLease | None = None) -> None:
         super().__init__(sandbox_id=sandbox_id, bundle_hash=bundle_hash, max_line_bytes=config.max_message_bytes,
                          max_output_bytes=config.max_output_bytes, lifetime_s=config.wall_clock_s)
         self.process = process
         self.workdir = workdir
         self.uid = uid
         self.cgroup = cgroup
-        self._on_close = on_close
+        self.lease = lease
+        """The sandbox's uid: released at close once none of its processes is left, else quarantined."""
         assert process.stdout is not None and process.stderr is not None and process.stdin is not None
         self._stdin = process.stdin
         self._readers = [
@@ -166,8 +167,6 @@ class ProcessSandbox(StreamSandbox):
         return SandboxExited(f"sandbox {self.sandbox_id} {how} before finishing", exit_code=code)
 
     def _terminate(self) -> None:
-        # What the sandbox runs now, before anything dies (bubblewrap, the runtime, rarely more): see below.
-        members = self.cgroup.pids() if self.cgroup is not None and self.uid is not None else []
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -176,27 +175,23 @@ class ProcessSandbox(StreamSandbox):
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("process sandbox %s: pid %d survived SIGKILL", self.sandbox_id, self.process.pid)
+        gone = True
         if self.cgroup is not None:
-            # Everything the sandbox started is in its cgroup (its pid namespace died with bubblewrap already).
-            found: set[int] = set()
-            if not self.cgroup.kill_all(seen=found):
-                log.warning("process sandbox %s: processes survive in its cgroup", self.sandbox_id)
-            # A killed process leaves cgroup.procs a moment before it stops showing as alive in /proc (a fork bomb's
-            # last ones were still there when the test looked): wait for them, briefly, before the uid is released.
-            # Usually the sandbox was a couple of known processes, and watching those is enough; a scan of all of
-            # /proc costs ~16 µs a process, 5 ms with 128 sandboxes on the host, at every close. A process the kill
-            # found that the first look did not (started in between) means the members changed: scan.
-            deadline = time.monotonic() + 2.0
-            if self.uid is not None:
-                uid = self.uid
-                few = 0 < len(members) <= _FEW_MEMBERS and found <= set(members)
-                while time.monotonic() < deadline and (
-                        any(live_uid(pid) == uid for pid in members) if few else processes_of(uid)):
-                    time.sleep(0.01)
+            # Everything the sandbox started is in its cgroup. A killed process leaves cgroup.procs while it is still
+            # exiting (and still shows in /proc under the uid, the longer the busier the machine): the uid goes back
+            # only once the pids controller counts none left (each one reaped) or, where it still counts some, a
+            # /proc scan finds no live process of the uid.
+            uid = self.uid
+            self.cgroup.unthrottle()
+            gone = self.cgroup.kill_until_gone(CLOSE_TIMEOUT_S,
+                                               none_alive=lambda: uid is None or not processes_of(uid))
         elif self.uid is not None and processes_of(self.uid):
             # Anything left under the sandbox's uid escaped the group (setsid, double fork): kill it all. Usually
             # nothing is, and one /proc scan is far cheaper than kill_uid's fork of this (large) process.
-            kill_uid(self.uid)
+            gone = kill_uid(self.uid, CLOSE_TIMEOUT_S)
+        if not gone:
+            log.warning("process sandbox %s: processes of uid %s survive; the uid is quarantined", self.sandbox_id,
+                        self.uid)
         with contextlib.suppress(OSError):
             self._stdin.close()
         # Every writer is dead, so the readers reach end of file; only then close their descriptors (closing an fd
@@ -212,8 +207,11 @@ class ProcessSandbox(StreamSandbox):
             shutil.rmtree(self.workdir, ignore_errors=True)
         if self.cgroup is not None:
             self.cgroup.destroy()
-        if self._on_close is not None:
-            self._on_close()
+        if self.lease is not None:
+            if gone:
+                self.lease.release()
+            else:
+                self.lease.quarantine()
 
 
 class ProcessBackend(PooledBackend):
@@ -272,11 +270,16 @@ class ProcessBackend(PooledBackend):
         lease = lease_uid(self.config.uid_range)
         try:
             self._bwrap = bwrap
-            argv = self._plan.bwrap_argv(bwrap, self._stage, self._runtime,
-                                         tmp_bytes=1 << 20, shm_bytes=1 << 20)
-            probe = subprocess.run(command(sys.executable, {"home": "/", "uid": lease.uid},
-                                           *argv, self._plan.executable, "-I", "-S", "-c", "pass"),
-                                   capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+            seccomp = filter_fd()
+            try:
+                argv = self._plan.bwrap_argv(bwrap, self._stage, self._runtime, tmp_bytes=1 << 20,
+                                             shm_bytes=1 << 20, seccomp_fd=seccomp)
+                probe = subprocess.run(command(sys.executable, {"home": "/", "uid": lease.uid},
+                                               *argv, self._plan.executable, "-I", "-S", "-c", "pass"),
+                                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                                       pass_fds=(seccomp,))
+            finally:
+                os.close(seccomp)
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxUnavailable(_refusal(f"bubblewrap could not run: {exc}")) from exc
         finally:
@@ -345,8 +348,10 @@ class ProcessBackend(PooledBackend):
         if not self.drops_privileges:
             return None
         lease = lease_uid(self.config.uid_range)
-        if not self.allowlist and processes_of(lease.uid):
-            kill_uid(lease.uid)  # orphans of a weak sandbox whose worker died: nobody holds their uid any more
+        # Orphans of a weak sandbox whose worker died: nobody holds their uid any more. Unkillable: another uid.
+        while not self.allowlist and processes_of(lease.uid) and not kill_uid(lease.uid, CLOSE_TIMEOUT_S):
+            lease.quarantine()
+            lease = lease_uid(self.config.uid_range)
         return lease
 
     def _runtime_env(self) -> dict[str, str]:
@@ -372,6 +377,7 @@ class ProcessBackend(PooledBackend):
         uid = lease.uid if lease is not None else None
         cgroup: SandboxCgroup | None = None
         workdir: Path | None = None
+        seccomp: int | None = None
         try:
             if self.allowlist:
                 config = self.config
@@ -379,8 +385,10 @@ class ProcessBackend(PooledBackend):
                                               cpus=config.cpus)
                 spec: dict[str, object] = {"cgroups": cgroup.procs_files, "uid": uid, "home": "/",
                                            "limits": self._rlimits(uid)}
+                seccomp = filter_fd()
                 argv = [*self._plan.bwrap_argv(self._bwrap, bundle, self._runtime, tmp_bytes=config.tmp_size_bytes,
-                                               shm_bytes=config.shm_size_bytes, env=self._runtime_env()),
+                                               shm_bytes=config.shm_size_bytes, env=self._runtime_env(),
+                                               seccomp_fd=seccomp),
                         *self._plan.runtime_argv()]
                 env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
             else:
@@ -390,7 +398,7 @@ class ProcessBackend(PooledBackend):
             process = spawner().spawn(
                 command(self.python, spec, *argv),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                start_new_session=True, close_fds=True,
+                start_new_session=True, close_fds=True, pass_fds=() if seccomp is None else (seccomp,),
             )
         except (OSError, subprocess.SubprocessError, SandboxUnavailable) as exc:
             if workdir is not None:
@@ -402,9 +410,11 @@ class ProcessBackend(PooledBackend):
             if isinstance(exc, SandboxUnavailable):
                 raise
             raise SandboxUnavailable(f"could not start a process sandbox: {exc}") from exc
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)  # the child has its own copy
         return ProcessSandbox(process, workdir=workdir, uid=uid, sandbox_id=sandbox_id, bundle_hash=bundle_hash,
-                              config=self.config, cgroup=cgroup,
-                              on_close=lease.release if lease is not None else None)
+                              config=self.config, cgroup=cgroup, lease=lease)
 
     def _weak_launch(self, bundle: Path, sandbox_id: str,
                      uid: int | None) -> tuple[dict[str, object], list[str], dict[str, str], Path | None]:

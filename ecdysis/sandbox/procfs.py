@@ -6,14 +6,18 @@ import os
 
 
 def live_uid(pid: int | str) -> int | None:
-    """The real uid of a host process, None when it is gone or a zombie."""
+    """The real uid of a host process, None when it is gone or a zombie. A process whose first thread ended while
+    another runs on shows as a zombie too: it counts as alive (it still runs code as its uid)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as handle:
             head = handle.read(1024)  # State and Uid are among the first ten short lines
+            state = _status_field(head, b"State")[:1]
+            if state == b"Z":  # Threads comes later (a zombie's status is short)
+                head += handle.read()
     except OSError:
         return None
     uid = _status_field(head, b"Uid")
-    if not uid.isdigit() or _status_field(head, b"State")[:1] in (b"Z", b"X"):
+    if not uid.isdigit() or state == b"X" or (state == b"Z" and _status_field(head, b"Threads") in (b"", b"0", b"1")):
         return None
     return int(uid)
 

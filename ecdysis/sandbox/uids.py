@@ -2,6 +2,8 @@
 
 Every rollout worker on a host leases from the same folder, so two sandboxes never share a uid, whichever process
 started them. The kernel drops a lock when its holder dies, so a crashed worker's uids come back by themselves.
+A uid whose processes could not all be killed is quarantined instead (:meth:`UidLease.quarantine`): a
+``<uid>.quarantined`` file beside its lock keeps every lease off it until the host reboots (the folder is on tmpfs).
 
 >>> lease = lease_uid((600_000, 700_000))       # doctest: +SKIP
 >>> lease.uid                                    # doctest: +SKIP
@@ -26,9 +28,10 @@ LOCK_DIR = Path(os.environ.get("ECDYSIS_UID_LOCK_DIR", "/run/ecdysis/sandbox-uid
 class UidLease:
     """A uid held for one sandbox until :meth:`release` (or until this process dies)."""
 
-    def __init__(self, uid: int, fd: int) -> None:
+    def __init__(self, uid: int, fd: int, folder: Path | None = None) -> None:
         self.uid = uid
         self._fd: int | None = fd
+        self._folder = folder or LOCK_DIR
 
     def release(self) -> None:
         """Give the uid back. Idempotent."""
@@ -36,6 +39,16 @@ class UidLease:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the descriptor drops the flock
+
+    def quarantine(self) -> None:
+        """Never give the uid back (a process of it may still live): mark it for every leaser on the host, and keep
+        its lock for as long as this process lives. Idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            quarantine_marker(self._folder, self.uid).touch()
+        _quarantined.append(fd)  # the open descriptor keeps the flock
 
     @property
     def held(self) -> bool:
@@ -68,5 +81,17 @@ def lease_uid(uid_range: tuple[int, int], *, lock_dir: Path | None = None,
         except BaseException:
             os.close(fd)
             raise
-        return UidLease(uid, fd)
+        if quarantine_marker(folder, uid).exists():  # a process of it may still live
+            os.close(fd)
+            continue
+        return UidLease(uid, fd, folder)
     raise SandboxUnavailable(f"every sandbox uid in {low}..{high - 1} is in use on this host")
+
+
+def quarantine_marker(folder: Path, uid: int) -> Path:
+    """The file whose existence keeps ``uid`` out of every lease."""
+    return folder / f"{uid}.quarantined"
+
+
+_quarantined: list[int] = []
+"""Lock descriptors of quarantined uids, held until this process ends."""
