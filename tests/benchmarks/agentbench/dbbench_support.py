@@ -1,12 +1,14 @@
 """Helpers shared by the DBBench tests (imported as ``dbbench_support``): the data folder, skip marks, and a real
-MariaDB server per test module in a temporary folder, installed once per session and copied for later modules."""
+MariaDB server per test module in a temporary folder, removed at the end."""
 
 from __future__ import annotations
 
-import shutil
+import atexit
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +23,8 @@ needs_mariadb = pytest.mark.skipif(not mariadb_available(),
                                    reason="MariaDB server binaries (mariadbd, mariadb-install-db) are not installed")
 
 _tasks: dict[str, list[DBTask]] = {}
-_template: Path | None = None
-_template_lock = threading.Lock()
+_bases: list[Path] = []
+_bases_lock = threading.Lock()
 
 
 def tasks(split: str) -> list[DBTask]:
@@ -33,23 +35,29 @@ def tasks(split: str) -> list[DBTask]:
     return _tasks[split]
 
 
-def installed_copy(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``base`` prepared with a copy of a freshly installed data directory (installed once per session: 4-5 s)."""
-    global _template
-    with _template_lock:
-        if _template is None:
-            template = MariaDBServer(tmp_path_factory.mktemp("mariadb-template"))
-            template.install()
-            _template = template.data_dir
-    shutil.copytree(_template, base / "data")
+def fresh_base(base: Path) -> Path:
+    """``base`` as a new server folder whose server and data (a root-run server's tmpfs) are removed when the test
+    session ends. Installing is done by the first start (well under a second on the tmpfs)."""
+    base.mkdir(parents=True, exist_ok=True)
+    with _bases_lock:
+        _bases.append(base)
     return base
 
 
-def running_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBServer]:
-    """A started server in a fresh temporary folder, stopped afterwards (a generator for a module fixture)."""
-    server = MariaDBServer(installed_copy(tmp_path_factory.mktemp("mariadb"), tmp_path_factory))
+@atexit.register
+def _remove_servers() -> None:
+    with _bases_lock:
+        bases, _bases[:] = list(_bases), []
+    for base in bases:
+        with contextlib.suppress(Exception):
+            MariaDBServer(base).remove()
+
+
+def running_server(tmp_path_factory: pytest.TempPathFactory, **options: Any) -> Iterator[MariaDBServer]:
+    """A started server in a fresh temporary folder, removed afterwards (a generator for a module fixture)."""
+    server = MariaDBServer(fresh_base(tmp_path_factory.mktemp("mariadb")), **options)
     server.ensure_running()
     try:
         yield server
     finally:
-        server.stop()
+        server.remove()

@@ -5,6 +5,12 @@ database named ``dbb_<random>`` holding the task's table (every column TEXT, row
 connection, as upstream builds it) and a user of the same name, with a random password, rights on that database only
 and a per-statement time limit. The agent's SQL runs only as that user, on the episode's own connection. Grading
 reads the final table over the admin connection. Gold fields of the task never enter the database.
+
+Every statement passes :func:`~ecdysis.benchmarks.agentbench.dbbench.statements.refusal` first. An episode records
+the server's boot id when it opens; when the server is gone, or has restarted since (checked whenever the agent's
+connection has to be made again and when the final answer is committed, at which point a DML task's table is hashed),
+the tool call raises :class:`~ecdysis.benchmarks.agentbench.dbbench.faults.ServerLost`, which ends the episode as
+``infrastructure_error``. Grading itself then needs no server.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 
+from ecdysis.benchmarks.agentbench.dbbench.faults import ServerLost
 from ecdysis.benchmarks.agentbench.dbbench.grading import Grade, answers_match, quote_identifier, table_hash_query
-from ecdysis.benchmarks.agentbench.dbbench.server import COLLATION, EPISODE_PREFIX, MariaDBServer, rollback_prepared_xa
+from ecdysis.benchmarks.agentbench.dbbench.server import COLLATION, MariaDBServer, episode_prefix, rollback_prepared_xa
+from ecdysis.benchmarks.agentbench.dbbench.statements import refusal
 from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 
@@ -185,46 +193,60 @@ class DBBenchService:
         """A fresh episode of ``task``: its database, user and the agent's connection. The caller must
         :meth:`DBEpisode.close` it (or use it as a context manager). Raises :class:`EnvironmentSetupError` when the
         database cannot be prepared."""
-        name = EPISODE_PREFIX + secrets.token_hex(8)
         password = secrets.token_urlsafe(18)
         started = time.monotonic()
+        name = ""
         try:
-            self._create(task, name, password)
+            with self.admin() as admin, admin.cursor() as cur:
+                # Read on the connection that creates the database: both happen on the same boot.
+                boot = self.server.boot_id(cur)
+                name = episode_prefix(boot) + secrets.token_hex(8)
+                self._create(admin, cur, task, name, password)
             conn = self._connect_agent(name, password)
         except BaseException as exc:
-            with contextlib.suppress(Exception):
-                self._drop(name)
+            if name:
+                with contextlib.suppress(Exception):
+                    self._drop(name)
             if isinstance(exc, EnvironmentSetupError) or not isinstance(exc, Exception):
                 raise
             raise EnvironmentSetupError(f"could not prepare DBBench database for {task.task_id} (episode "
                                         f"{episode_id}): {exc!r} (server log: {self.server.log_file})") from exc
         log.debug("DBBench episode %s (%s) in %s ready in %.3f s", episode_id, task.task_id, name,
                   time.monotonic() - started)
-        return DBEpisode(self, task, episode_id, name, password, conn)
+        return DBEpisode(self, task, episode_id, name, password, conn, boot)
 
-    def _create(self, task: DBTask, name: str, password: str) -> None:
+    def boot_id(self) -> str:
+        """The server's current boot id (:meth:`MariaDBServer.boot_id`). Raises :class:`EnvironmentSetupError` when
+        the server does not answer."""
+        try:
+            with self.admin() as conn, conn.cursor() as cur:
+                return self.server.boot_id(cur)
+        except pymysql.err.MySQLError as exc:
+            raise EnvironmentSetupError(f"DBBench server did not give its boot id: {exc}") from exc
+
+    def _create(self, conn: pymysql.Connection, cur: pymysql.cursors.Cursor, task: DBTask, name: str,
+                password: str) -> None:
         db = quote_identifier(name)
         table = f"{db}.{quote_identifier(task.table_name)}"
-        with self.admin() as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4 COLLATE {COLLATION}")
-            cur.execute(f"CREATE TABLE {table} (" + ",".join(f"{quote_identifier(c.name)} TEXT"
-                                                             for c in task.columns) + ")")
-            names = ",".join(quote_identifier(c.name) for c in task.columns)
-            # Values are inlined (escaped) rather than passed as %s parameters: column names may contain '%'.
-            batch: list[str] = []
-            size = 0
-            for row in task.rows:
-                values = "(" + ",".join(conn.escape(cell) for cell in row) + ")"
-                batch.append(values)
-                size += len(values)
-                if size > _INSERT_BATCH_BYTES:
-                    cur.execute(f"INSERT INTO {table} ({names}) VALUES " + ",".join(batch))
-                    batch, size = [], 0
-            if batch:
+        cur.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4 COLLATE {COLLATION}")
+        cur.execute(f"CREATE TABLE {table} (" + ",".join(f"{quote_identifier(c.name)} TEXT"
+                                                         for c in task.columns) + ")")
+        names = ",".join(quote_identifier(c.name) for c in task.columns)
+        # Values are inlined (escaped) rather than passed as %s parameters: column names may contain '%'.
+        batch: list[str] = []
+        size = 0
+        for row in task.rows:
+            values = "(" + ",".join(conn.escape(cell) for cell in row) + ")"
+            batch.append(values)
+            size += len(values)
+            if size > _INSERT_BATCH_BYTES:
                 cur.execute(f"INSERT INTO {table} ({names}) VALUES " + ",".join(batch))
-            cur.execute("CREATE USER %s@'localhost' IDENTIFIED BY %s WITH MAX_USER_CONNECTIONS 4 "
-                        f"MAX_STATEMENT_TIME {float(self.statement_timeout)!r}", (name, password))
-            cur.execute(f"GRANT {EPISODE_PRIVILEGES} ON {db}.* TO %s@'localhost'", (name,))
+                batch, size = [], 0
+        if batch:
+            cur.execute(f"INSERT INTO {table} ({names}) VALUES " + ",".join(batch))
+        cur.execute("CREATE USER %s@'localhost' IDENTIFIED BY %s WITH MAX_USER_CONNECTIONS 4 "
+                    f"MAX_STATEMENT_TIME {float(self.statement_timeout)!r}", (name, password))
+        cur.execute(f"GRANT {EPISODE_PRIVILEGES} ON {db}.* TO %s@'localhost'", (name,))
 
     def _connect_agent(self, name: str, password: str) -> pymysql.Connection:
         # The socket read timeout is the last resort behind max_statement_time and the watchdog.
@@ -258,10 +280,12 @@ class DBEpisode:
     """
 
     def __init__(self, service: DBBenchService, task: DBTask, episode_id: str, database: str, password: str,
-                 conn: pymysql.Connection) -> None:
+                 conn: pymysql.Connection, boot_id: str) -> None:
         self.task = task
         self.episode_id = episode_id
         self.database = database
+        self.boot_id = boot_id
+        """The server's boot id when the episode opened."""
         self.tools: list[dict[str, Any]] = copy.deepcopy(TOOLS)
         self.finished = False
         self.answer: Any = None
@@ -275,6 +299,7 @@ class DBEpisode:
         self._overrun: int | None = None  # sequence number of the last statement the watchdog killed
         self._closed = False
         self._grade: Grade | None = None
+        self._digest: tuple[str | None, str] | None = None  # a DML task's table hash, taken at the commit
 
     def __enter__(self) -> DBEpisode:
         return self
@@ -287,7 +312,8 @@ class DBEpisode:
     def call(self, name: str, arguments: Mapping[str, Any] | str | None) -> tuple[str, bool]:
         """Run the tool ``name`` with ``arguments`` (a mapping, or the JSON text of one). Returns ``(content,
         error)``. SQL errors, bad arguments and unknown tools come back as error text, never as exceptions;
-        :class:`EnvironmentSetupError` is raised only when the server itself fails."""
+        :class:`ServerLost` (an :class:`EnvironmentSetupError` that ends the episode as ``infrastructure_error``) is
+        raised only when the server itself fails or has restarted since the episode opened."""
         args = self._parse(arguments)
         if args is None:
             return PARSE_ERROR, True
@@ -298,9 +324,14 @@ class DBEpisode:
                 return "Error: the episode is closed.", True
             if self.finished:
                 return "Error: the final answer is already committed; the episode is over.", True
-            if name == "commit_final_answer":
-                return self._commit(args)
-            return self._execute_sql(args)
+            try:
+                if name == "commit_final_answer":
+                    return self._commit(args)
+                return self._execute_sql(args)
+            except ServerLost:
+                raise
+            except EnvironmentSetupError as exc:
+                raise ServerLost(str(exc)) from exc
 
     @staticmethod
     def _parse(arguments: Mapping[str, Any] | str | None) -> dict[str, Any] | None:
@@ -328,9 +359,24 @@ class DBEpisode:
         found, answer = self._argument(args, "answers", "answer")
         if not found:
             return "Error: commit_final_answer needs the argument 'answers' (a list of strings).", True
+        if self.task.is_dml:
+            self._digest = self.table_hash()
+        # Checked after the hash: an unchanged boot id proves the hash was read on the episode's own server.
+        self._check_boot()
         self.answer = answer
         self.finished = True
         return "Final answer committed.", False
+
+    def _check_boot(self) -> None:
+        """Raise :class:`ServerLost` when the server restarted since the episode opened."""
+        try:
+            current = self._service.boot_id()
+        except EnvironmentSetupError as exc:
+            raise ServerLost(f"DBBench episode {self.episode_id}: the server does not answer: {exc}") from exc
+        if current != self.boot_id:
+            raise ServerLost(f"DBBench episode {self.episode_id}: the server restarted while the episode was open "
+                             f"(boot {self.boot_id!r}, now {current!r}; server log: "
+                             f"{self._service.server.log_file})")
 
     def _execute_sql(self, args: dict[str, Any]) -> tuple[str, bool]:
         found, sql = self._argument(args, "query", "sql")
@@ -338,6 +384,10 @@ class DBEpisode:
             return "Error: execute_sql needs the argument 'query' (a string of SQL).", True
         if not sql.strip():
             return "1065 (42000): Query was empty", True
+        refused = refusal(sql)
+        if refused is not None:
+            self.statements += 1
+            return refused, True
         conn = self._agent_connection()
         self.statements += 1
         seq = self.statements
@@ -413,8 +463,10 @@ class DBEpisode:
                 self._conn = self._service.server.connect(self.database, self._password, "", read_timeout=timeout)
         except (pymysql.err.MySQLError, OSError) as exc:
             # The server went away (or restarted and swept this episode's user): not the agent's doing.
-            raise EnvironmentSetupError(f"DBBench episode {self.episode_id} lost its database connection and could "
-                                        f"not reconnect: {exc} (server log: {self._service.server.log_file})") from exc
+            raise ServerLost(f"DBBench episode {self.episode_id} lost its database connection and could not "
+                             f"reconnect: {exc} (server log: {self._service.server.log_file})") from exc
+        # A new connection may be to a restarted server, on which this episode's database is not what it left.
+        self._check_boot()
         return self._conn
 
     def _on_overrun(self, seq: int, thread_id: int) -> None:
@@ -448,7 +500,7 @@ class DBEpisode:
             ok = answers_match(self.answer, list(task.label))
             return Grade(reward=float(ok), breakdown={"committed": 1.0, "correct": float(ok)},
                          note="answer matches the label" if ok else "answer does not match the label")
-        digest, problem = self.table_hash()
+        digest, problem = self._digest if self._digest is not None else (None, "the final table was not hashed")
         ok = digest is not None and digest == task.answer_md5
         note = ("final table matches" if ok else problem or "final table differs from the expected one")
         return Grade(reward=float(ok), breakdown={"committed": 1.0, "correct": float(ok)}, note=note)

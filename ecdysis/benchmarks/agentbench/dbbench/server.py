@@ -1,23 +1,37 @@
 """One MariaDB server per host for DBBench, started by Ecdysis itself and shared by every process on the host.
 
 The server listens on a unix socket only (``skip-networking``) inside a private folder (mode 0700), so only the
-user that runs Ecdysis can reach it. The first process that needs it installs a data directory and starts
-``mariadbd`` detached from itself; a lock file makes concurrent workers wait for that start instead of starting a
-second server, and later processes attach to the running one. The server keeps running after the process that
+user that runs Ecdysis can reach it. When Ecdysis runs as root, the server runs as the unprivileged ``mysql`` user,
+its data, socket and temporary files live on a tmpfs of bounded size (``/run/ecdysis-mariadb/<id>``), and it runs in
+a private mount namespace (bubblewrap) in which that tmpfs is the only writable place.
+
+The first process that needs the server installs a data directory and starts ``mariadbd`` detached from itself; a
+lock file makes concurrent workers wait for that start instead of starting a second server, and later processes
+attach to the running one. The server keeps running after the process that
 started it exits, until someone calls :meth:`MariaDBServer.stop`.
 
-The admin account is ``root@localhost`` with a random password kept in ``admin.password`` in the same folder.
+The admin account is ``root@localhost`` with a random password kept in ``admin.password`` in the base folder.
 Settings follow MySQL 8's defaults where they change query results (``sql_mode``, ``group_concat_max_len``) because
 upstream AgentBench ran DBBench on ``mysql:8``; memory settings are small (about 100 MiB resident).
+
+Limits an episode's account cannot lift: ``DATA``/``INDEX DIRECTORY`` are ignored (``skip-symbolic-links``); every
+new table is InnoDB (``enforce_storage_engine``, which needs SUPER to change), so there are no MEMORY tables to grow
+outside the accounting; per-session memory, in-memory temporary tables and the temporary tablespace are capped, and
+the session values of those caps cannot be raised past them (``--maximum-*``).
+
+Each start writes a random boot id into a MEMORY table (``ecdysis.boot``, empty after any restart): episodes record
+it when they open and compare it later to notice a restart, and episode names carry it so that the clean-up after a
+start drops only what earlier boots left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import getpass
+import hashlib
 import logging
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -48,6 +62,14 @@ ADMIN_LOCK_WAIT_S = 5
 COLLATION = "utf8mb4_unicode_520_nopad_ci"
 """The nearest MariaDB 10.x has to MySQL 8's default utf8mb4_0900_ai_ci: Unicode collation, case- and
 accent-insensitive, no trailing-space padding."""
+RUN_ROOT = Path("/run/ecdysis-mariadb")
+"""Where a root-run server's tmpfs is mounted, one folder per base folder."""
+SERVER_USER = "mysql"
+"""The unprivileged system user a root-run server runs as (the Debian package creates it)."""
+BOOT_ID_LENGTH = 8
+_BUFFER_CAPS = {"sort-buffer-size": "4M", "join-buffer-size": "4M", "join-buffer-space-limit": "16M",
+                "read-buffer-size": "2M", "read-rnd-buffer-size": "4M"}
+"""Highest session values of the per-statement buffers (their defaults are small); ``--maximum-*`` caps them."""
 _SEARCH_PATH = ("/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin", "/usr/libexec")
 
 _started_here: dict[Path, subprocess.Popen[bytes]] = {}
@@ -72,21 +94,38 @@ class MariaDBServer:
     """The host's DBBench MariaDB server, in ``base_dir`` (default ``~/.cache/ecdysis/mariadb``).
 
     Cheap to construct; nothing starts until :meth:`ensure_running`. Thread- and process-safe: starting and stopping
-    hold ``base_dir/server.lock``. Layout of ``base_dir``: ``data/`` (the data directory), ``mariadbd.sock``,
-    ``mariadbd.pid``, ``mariadbd.log`` (the server's error log), ``admin.password``.
+    hold ``base_dir/server.lock``. ``base_dir`` holds ``mariadbd.log`` (the server's error log), ``admin.password``
+    and the lock; :attr:`run_dir` holds ``data/`` (the data directory), ``tmp/``, ``mariadbd.sock`` and
+    ``mariadbd.pid``. Run as root, :attr:`run_dir` is a tmpfs of ``data_limit`` bytes under :data:`RUN_ROOT` owned by
+    :data:`SERVER_USER`; otherwise it is ``base_dir`` itself and the server runs as the calling user, without a size
+    limit on its folder.
+
+    Caps: ``session_memory`` per connection (``max_session_mem_used``), ``heap_limit`` per in-memory temporary table,
+    ``temp_limit`` for the InnoDB temporary tablespace.
     """
 
     def __init__(self, base_dir: str | os.PathLike[str] | None = None, *, startup_timeout: float = 60.0,
-                 buffer_pool: str = "32M", max_connections: int = 256) -> None:
+                 buffer_pool: str = "32M", max_connections: int = 256, data_limit: str = "512M",
+                 session_memory: str = "64M", heap_limit: str = "16M", temp_limit: str = "128M") -> None:
         self.base_dir = Path(base_dir if base_dir is not None else DEFAULT_BASE_DIR).expanduser().resolve()
-        self.data_dir = self.base_dir / "data"
-        self.socket_path = self.base_dir / "mariadbd.sock"
-        self.pid_file = self.base_dir / "mariadbd.pid"
+        self.privileged = os.geteuid() == 0
+        if self.privileged:
+            self.run_dir = RUN_ROOT / hashlib.sha256(os.fsencode(self.base_dir)).hexdigest()[:16]
+        else:
+            self.run_dir = self.base_dir
+        self.data_dir = self.run_dir / "data"
+        self.tmp_dir = self.run_dir / "tmp"
+        self.socket_path = self.run_dir / "mariadbd.sock"
+        self.pid_file = self.run_dir / "mariadbd.pid"
         self.log_file = self.base_dir / "mariadbd.log"
         self.password_file = self.base_dir / "admin.password"
         self.startup_timeout = startup_timeout
         self.buffer_pool = buffer_pool
         self.max_connections = max_connections
+        self.data_limit = data_limit
+        self.session_memory = session_memory
+        self.heap_limit = heap_limit
+        self.temp_limit = temp_limit
         self._lock = threading.Lock()
         # A unix socket path is limited to 107 bytes.
         if len(os.fsencode(self.socket_path)) > 100:
@@ -121,6 +160,13 @@ class MariaDBServer:
 
     def _password(self) -> str:
         return self.password_file.read_text().strip()
+
+    def boot_id(self, cur: pymysql.cursors.Cursor) -> str:
+        """The id of the server's current boot, read with ``cur`` (an admin cursor); ``""`` when the server was
+        (re)started without one, which matches no episode."""
+        cur.execute("SELECT id FROM ecdysis.boot")
+        row = cur.fetchone()
+        return str(row[0]) if row else ""
 
     def is_running(self) -> bool:
         """Whether a server answers the admin account on the socket."""
@@ -227,6 +273,8 @@ class MariaDBServer:
             self._install()
 
     def _install(self) -> None:
+        if self.privileged:
+            self._mount()
         if not self.password_file.exists():
             tmp = self.password_file.with_suffix(".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -239,7 +287,7 @@ class MariaDBServer:
         if install is None:
             raise EnvironmentSetupError("mariadb-install-db is not installed (Debian/Ubuntu: apt-get install "
                                         "mariadb-server)")
-        staging = self.base_dir / "data.installing"
+        staging = self.run_dir / "data.installing"
         shutil.rmtree(staging, ignore_errors=True)
         args = [install, "--no-defaults", f"--datadir={staging}", "--auth-root-authentication-method=normal",
                 "--skip-test-db", "--skip-name-resolve", *self._user_args()]
@@ -253,20 +301,78 @@ class MariaDBServer:
                                         f"(log: {self.log_file})")
         os.replace(staging, self.data_dir)
 
+    def _mount(self) -> None:
+        """Mount the bounded tmpfs at :attr:`run_dir` (owned by :data:`SERVER_USER`) unless it is mounted."""
+        if os.path.ismount(self.run_dir):
+            return
+        try:
+            account = pwd.getpwnam(SERVER_USER)
+        except KeyError as exc:
+            raise EnvironmentSetupError(f"the system user {SERVER_USER!r} is missing (Debian/Ubuntu: apt-get install "
+                                        "mariadb-server)") from exc
+        RUN_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
+        os.chmod(RUN_ROOT, 0o711)
+        self.run_dir.mkdir(mode=0o700, exist_ok=True)
+        options = (f"size={self.data_limit},mode=0700,uid={account.pw_uid},gid={account.pw_gid},nosuid,nodev,"
+                   "noexec")
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "ecdysis-mariadb", str(self.run_dir)],
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False)
+        if result.returncode != 0:
+            raise EnvironmentSetupError(f"could not mount the DBBench MariaDB tmpfs at {self.run_dir}: "
+                                        f"{result.stderr.strip()}")
+
+    def remove(self) -> None:
+        """Stop the server and delete its data for good (a root-run server's tmpfs is unmounted). For tests and
+        clean-up; the next :meth:`ensure_running` installs afresh."""
+        self.stop()
+        with self._lock, self._host_lock():
+            if self.privileged:
+                if os.path.ismount(self.run_dir):
+                    subprocess.run(["umount", str(self.run_dir)], stdin=subprocess.DEVNULL, capture_output=True,
+                                   timeout=30, check=False)
+                with contextlib.suppress(OSError):
+                    self.run_dir.rmdir()
+            else:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+
     def _user_args(self) -> list[str]:
-        # mariadbd refuses to run as root unless told to; it then keeps running as root (no mysql user needed).
-        return [f"--user={getpass.getuser()}"] if os.geteuid() == 0 else []
+        # Run as root, mariadbd switches to the unprivileged user itself.
+        return [f"--user={SERVER_USER}"] if self.privileged else []
+
+    def _confinement(self) -> list[str]:
+        """bubblewrap's arguments for a root-run server: the host read-only, the tmpfs the only writable folder, so
+        that not even the server's own user can write elsewhere (``/tmp``, ``/dev/shm``, ``/var/lib/mysql``)."""
+        if not self.privileged:
+            return []
+        bwrap = find_program("bwrap")
+        if bwrap is None:
+            raise EnvironmentSetupError("bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
+        run = str(self.run_dir)
+        return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", run, run,
+                "--unshare-ipc", "--"]
 
     def _server_args(self, init_file: Path) -> list[str]:
         mariadbd = find_program("mariadbd", "mysqld")
         if mariadbd is None:
             raise EnvironmentSetupError("mariadbd is not installed (Debian/Ubuntu: apt-get install mariadb-server)")
-        files = self.base_dir / "files"
+        files = self.run_dir / "files"
         files.mkdir(mode=0o700, exist_ok=True)
+        self.tmp_dir.mkdir(mode=0o700, exist_ok=True)
+        if self.privileged:
+            account = pwd.getpwnam(SERVER_USER)
+            for folder in (files, self.tmp_dir):
+                os.chown(folder, account.pw_uid, account.pw_gid)
+        caps = {"max-session-mem-used": self.session_memory, "max-heap-table-size": self.heap_limit,
+                "tmp-table-size": self.heap_limit, "tmp-memory-table-size": self.heap_limit}
+        # The error log goes to stderr, which the starter sends to log_file (the server's user cannot write there).
         return [
-            mariadbd, "--no-defaults", *self._user_args(),
+            *self._confinement(), mariadbd, "--no-defaults", *self._user_args(),
             f"--datadir={self.data_dir}", f"--socket={self.socket_path}", f"--pid-file={self.pid_file}",
-            f"--log-error={self.log_file}", f"--init-file={init_file}", f"--secure-file-priv={files}",
+            f"--tmpdir={self.tmp_dir}", f"--init-file={init_file}", f"--secure-file-priv={files}",
+            "--skip-symbolic-links", "--enforce-storage-engine=InnoDB",
+            f"--innodb-temp-data-file-path=ibtmp1:12M:autoextend:max:{self.temp_limit}",
+            *(f"--{name}={value}" for name, value in caps.items()),
+            *(f"--maximum-{name}={value}" for name, value in {**caps, **_BUFFER_CAPS}.items()),
             "--skip-networking", "--skip-name-resolve", "--local-infile=0", "--event-scheduler=OFF",
             "--performance-schema=OFF", "--skip-log-bin",
             "--character-set-server=utf8mb4", f"--collation-server={COLLATION}",
@@ -276,7 +382,7 @@ class MariaDBServer:
             "--skip-innodb-adaptive-hash-index", "--key-buffer-size=1M", "--aria-pagecache-buffer-size=8M",
             "--query-cache-type=0", "--query-cache-size=0", f"--max-connections={self.max_connections}",
             "--table-open-cache=400", "--table-definition-cache=400", "--thread-cache-size=16",
-            "--tmp-table-size=16M", "--max-heap-table-size=16M", "--sort-buffer-size=256K",
+            "--sort-buffer-size=256K",
             "--max-allowed-packet=16M",
         ]
 
@@ -285,14 +391,22 @@ class MariaDBServer:
             self.socket_path.unlink()
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
-        init_file = self.base_dir / "init.sql"
+        init_file = self.run_dir / "init.sql"
         password = self._password().replace("\\", "\\\\").replace("'", "\\'")
         fd = os.open(init_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if self.privileged:  # the server reads it after switching to its own user
+            account = pwd.getpwnam(SERVER_USER)
+            os.fchown(fd, account.pw_uid, account.pw_gid)
         with os.fdopen(fd, "w") as fh:
             fh.write(f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{password}';\n")
             # mariadb-install-db also creates password-less root accounts for TCP hosts; none may exist.
             for host in ("127.0.0.1", "::1", socket.gethostname()):
                 fh.write(f"DROP USER IF EXISTS 'root'@'{host}';\n")
+            # A MEMORY table is empty after any restart, so a server started some other way has no boot id.
+            fh.write("CREATE DATABASE IF NOT EXISTS ecdysis;\n"
+                     "SET SESSION enforce_storage_engine = NULL;\n"
+                     "CREATE OR REPLACE TABLE ecdysis.boot (id CHAR(16) NOT NULL) ENGINE=MEMORY;\n"
+                     f"INSERT INTO ecdysis.boot VALUES ('{secrets.token_hex(BOOT_ID_LENGTH // 2)}');\n")
         args = self._server_args(init_file)
         started = time.monotonic()
         with open(self.log_file, "ab") as log_fh:
@@ -320,23 +434,33 @@ class MariaDBServer:
                 raise EnvironmentSetupError(f"mariadbd did not answer on {self.socket_path} within "
                                             f"{self.startup_timeout:.0f} s (log: {self.log_file})")
             time.sleep(0.05)
+        init_file.unlink()
         log.info("DBBench MariaDB server started in %.1f s (pid %d, %s)", time.monotonic() - started, child.pid,
                  self.base_dir)
 
     def _sweep_leftovers(self) -> None:
-        """Drop episode databases and users left by processes that died mid-episode. Safe only right after this
-        process started the server: nobody else can be using it yet."""
+        """Drop the episode databases and users of earlier boots (processes that died mid-episode, episodes cut off
+        by a restart). Episodes opened on this boot, which other processes may already be opening, are kept: their
+        names carry this boot's id."""
         conn = self.connect_admin()
         with conn, conn.cursor() as cur:
             rollback_prepared_xa(cur)  # they survive a restart and would block the drops
+            current = episode_prefix(self.boot_id(cur))
             cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE %s",
                         (EPISODE_PREFIX.replace("_", "\\_") + "%",))
             for (name,) in cur.fetchall():
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+                if not name.startswith(current):
+                    cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
             cur.execute("SELECT User, Host FROM mysql.user WHERE User LIKE %s",
                         (EPISODE_PREFIX.replace("_", "\\_") + "%",))
             for user, host in cur.fetchall():
-                cur.execute("DROP USER IF EXISTS %s@%s", (user, host))
+                if not user.startswith(current):
+                    cur.execute("DROP USER IF EXISTS %s@%s", (user, host))
+
+
+def episode_prefix(boot_id: str) -> str:
+    """How the names of the episodes opened on boot ``boot_id`` begin."""
+    return f"{EPISODE_PREFIX}{boot_id}_"
 
 
 def rollback_prepared_xa(cur: pymysql.cursors.Cursor) -> None:
