@@ -208,3 +208,15 @@ def test_server_killed_mid_episode_ends_open_episodes_as_infrastructure(
         finally:
             first.close()
             second.close()
+
+
+@needs_data
+def test_an_agent_locking_itself_out_is_not_infrastructure(service: DBBenchService) -> None:
+    with service.open(_task(dml=True), "locked-out") as episode:
+        assert _sql(episode, "SET PASSWORD = PASSWORD('changed')") == ("[]", False)
+        assert _sql(episode, "KILL CONNECTION_ID()")[1] is True
+        content, error = _sql(episode, "SELECT 1")
+        assert error and "cannot be made again" in content and "Access denied" in content, content
+        assert _as_a_tool_call(episode, "execute_sql", {"query": "SELECT 1"}) is None
+        assert _as_a_tool_call(episode, "commit_final_answer", {"answers": []}) is None
+        assert episode.grade().reward == 0.0

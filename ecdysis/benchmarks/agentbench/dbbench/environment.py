@@ -85,6 +85,11 @@ _INSERT_BATCH_BYTES = 1 << 20
 _WATCHDOG_GRACE_S = 2.0
 
 
+class _LockedOut(Exception):
+    """The agent's account no longer lets the episode connect, on a server that is up and has not restarted: the
+    agent's own doing (it changed its password), so the agent sees an error, and the episode is not infrastructure."""
+
+
 def cut(text: str) -> str:
     """``text`` cut to :data:`OUTPUT_LIMIT` characters, marked as upstream marks it."""
     return text[:OUTPUT_LIMIT] + TRUNCATED_MARK if len(text) > OUTPUT_LIMIT else text
@@ -330,6 +335,8 @@ class DBEpisode:
                 return self._execute_sql(args)
             except ServerLost:
                 raise
+            except _LockedOut as exc:
+                return cut(str(exc)), True
             except EnvironmentSetupError as exc:
                 raise ServerLost(str(exc)) from exc
 
@@ -463,8 +470,13 @@ class DBEpisode:
                 self._conn = self._service.server.connect(self.database, self._password, "", read_timeout=timeout)
         except (pymysql.err.MySQLError, OSError) as exc:
             # The server went away (or restarted and swept this episode's user): not the agent's doing.
-            raise ServerLost(f"DBBench episode {self.episode_id} lost its database connection and could not "
-                             f"reconnect: {exc} (server log: {self._service.server.log_file})") from exc
+            try:
+                self._check_boot()
+            except ServerLost as lost:
+                raise ServerLost(f"DBBench episode {self.episode_id} lost its database connection and could not "
+                                 f"reconnect: {exc}; {lost.note}") from exc
+            # The same server answers the trusted side: the agent locked its own account out (SET PASSWORD).
+            raise _LockedOut(f"Error: the connection to the database cannot be made again: {exc}") from exc
         # A new connection may be to a restarted server, on which this episode's database is not what it left.
         self._check_boot()
         return self._conn
