@@ -182,19 +182,21 @@ class SandboxCgroup:
         text = _read(folder / "pids.current").strip() if folder is not None else ""
         return int(text) if text.isdigit() else None
 
-    def kill_until_gone(self, timeout: float, *, none_alive: Callable[[], bool]) -> bool:
+    def kill_until_gone(self, timeout: float, *, harmless: Callable[[int | None, float], bool]) -> bool:
         """SIGKILL the cgroup's processes until none of them runs any more; returns whether that happened within
-        ``timeout`` seconds. Done when the kernel counts none (:meth:`tasks_left`, no look at /proc); when it still
-        counts some once ``cgroup.procs`` is empty, those are exiting or zombies nobody reaped (an orphaned one whose
-        reaper never waits, as a container's pid 1 may not): ``none_alive`` (a /proc scan) tells which."""
-        deadline = time.monotonic() + timeout
+        ``timeout`` seconds. Done once ``cgroup.procs`` is empty and the kernel counts no process (:meth:`tasks_left`)
+        or ``harmless(count, seconds so far)`` says the ones it still counts are zombies (a killed process leaves
+        ``cgroup.procs`` while it is still exiting; an orphaned one waits for a reaper that may be slow)."""
+        started = time.monotonic()
         while True:
             emptied = self.kill_all(timeout=0.0)
-            if emptied and (self.tasks_left() == 0 or none_alive()):
-                return True
-            if time.monotonic() > deadline:
+            if emptied:
+                left = self.tasks_left()
+                if left == 0 or harmless(left, time.monotonic() - started):
+                    return True
+            if time.monotonic() - started > timeout:
                 return False
-            time.sleep(0.005)
+            time.sleep(0.001 if emptied else 0.005)
 
     def destroy(self) -> None:
         """Kill what is left and remove the cgroup folders. Idempotent, never raises."""

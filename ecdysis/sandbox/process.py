@@ -34,7 +34,7 @@ from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.keyrings import filter_fd
 from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
-from ecdysis.sandbox.procfs import processes_of
+from ecdysis.sandbox.procfs import is_zombie, processes_of
 from ecdysis.sandbox.runtime import RUNTIME_PATH
 from ecdysis.sandbox.spawner import spawner
 from ecdysis.sandbox.uids import UidLease, lease_uid
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 10.0
 """How long a close waits for the kernel to count no process of the sandbox; past it, the uid is quarantined."""
+SCAN_AFTER_S = 0.02
+"""How long a close waits for the kernel's count of a sandbox's processes to settle before it asks /proc."""
 
 
 def _launcher_works(spec: dict[str, object]) -> bool:
@@ -167,6 +169,8 @@ class ProcessSandbox(StreamSandbox):
         return SandboxExited(f"sandbox {self.sandbox_id} {how} before finishing", exit_code=code)
 
     def _terminate(self) -> None:
+        # Usually the sandbox's bubblewrap and its init (the runtime): which of them is left a zombie is told below.
+        members = self.cgroup.pids() if self.cgroup is not None else []
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -179,12 +183,19 @@ class ProcessSandbox(StreamSandbox):
         if self.cgroup is not None:
             # Everything the sandbox started is in its cgroup. A killed process leaves cgroup.procs while it is still
             # exiting (and still shows in /proc under the uid, the longer the busier the machine): the uid goes back
-            # only once the pids controller counts none left (each one reaped) or, where it still counts some, a
-            # /proc scan finds no live process of the uid.
+            # only once the pids controller counts none left but zombies (the init, orphaned when bubblewrap died,
+            # waits for the host's reaper), or, where it counts others, a /proc scan finds no live process of it.
             uid = self.uid
+
+            def harmless(left: int | None, waited: float) -> bool:
+                if uid is None:
+                    return True
+                if left is not None and left == sum(is_zombie(pid, uid) for pid in members):
+                    return True
+                return waited > SCAN_AFTER_S and not processes_of(uid)
+
             self.cgroup.unthrottle()
-            gone = self.cgroup.kill_until_gone(CLOSE_TIMEOUT_S,
-                                               none_alive=lambda: uid is None or not processes_of(uid))
+            gone = self.cgroup.kill_until_gone(CLOSE_TIMEOUT_S, harmless=harmless)
         elif self.uid is not None and processes_of(self.uid):
             # Anything left under the sandbox's uid escaped the group (setsid, double fork): kill it all. Usually
             # nothing is, and one /proc scan is far cheaper than kill_uid's fork of this (large) process.

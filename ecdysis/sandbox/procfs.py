@@ -34,3 +34,14 @@ def _status_field(status: bytes, name: bytes) -> bytes:
         return b""
     words = status[start + len(name) + 2:status.find(b"\n", start + 1)].split()
     return words[0] if words else b""
+
+
+def is_zombie(pid: int | str, uid: int) -> bool:
+    """Whether ``pid`` is a zombie of ``uid`` (dead, not yet reaped, no thread left)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = handle.read()
+    except OSError:
+        return False
+    return (_status_field(status, b"State")[:1] == b"Z" and _status_field(status, b"Uid") == str(uid).encode()
+            and _status_field(status, b"Threads") in (b"", b"0", b"1"))
