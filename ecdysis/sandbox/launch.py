@@ -4,8 +4,10 @@ Usage: ``python3 -I -S -B launch.py [OPTION VALUE]... -- COMMAND...`` (run as th
 options spell out a spec, see :func:`command`). In order:
 join the sandbox's cgroups (``cgroups``: ``cgroup.procs`` files, so every process it ever starts is counted), new
 namespaces (``flags`` for unshare), a private size-limited /tmp and read-only empty tmpfs over each hidden folder,
-``chdir(home)``, the rlimits, then ``setgroups([])``/``setgid``/``setuid`` to the sandbox uid, then ``execv`` (of
-bubblewrap for an allow-list sandbox, of the runtime itself for a weak one).
+``chdir(home)``, the rlimits, then ``setgroups([])``/``setgid``/``setuid`` to the sandbox uid, then the seccomp
+program read from ``seccomp_fd`` (a weak sandbox's keyring filter, :mod:`ecdysis.sandbox.keyrings`; bubblewrap
+installs an allow-list sandbox's itself) under ``no_new_privs``, then ``execv`` (of bubblewrap for an allow-list
+sandbox, of the runtime itself for a weak one).
 Any failure is reported on stderr and exits 126 before the command runs.
 
 Why a separate program: doing these steps in ``subprocess``'s ``preexec_fn`` forces a full ``fork()`` of the host
@@ -41,7 +43,8 @@ LAUNCHER_PATH = os.path.abspath(__file__)
 
 LISTS = {"--cgroup": "cgroups", "--hidden": "hidden", "--limit": "limits"}
 """Options that may repeat, and the spec key whose list they fill (a limit is ``RESOURCE:VALUE``)."""
-SCALARS = {"--flags": "flags", "--tmp-size": "tmp_size", "--uid": "uid", "--home": "home"}
+SCALARS = {"--flags": "flags", "--tmp-size": "tmp_size", "--uid": "uid", "--home": "home",
+           "--seccomp-fd": "seccomp_fd"}
 SWITCHES = {"--private-tmp": "private_tmp"}
 
 
@@ -50,7 +53,8 @@ def command(python: str, spec: dict[str, Any], *argv: str, native: bool = True) 
     where it can do the spec (and ``native``), else this program under ``python``.
 
     ``spec`` keys: ``cgroups`` (``cgroup.procs`` files), ``flags`` (unshare flags), ``private_tmp`` and
-    ``tmp_size``, ``hidden`` (folders), ``home`` (required), ``limits`` (``[resource, value]`` pairs), ``uid``.
+    ``tmp_size``, ``hidden`` (folders), ``home`` (required), ``limits`` (``[resource, value]`` pairs), ``uid``,
+    ``seccomp_fd`` (a descriptor holding a seccomp program, installed last, with ``no_new_privs``).
     """
     chain = native_command(spec, *argv) if native else None
     if chain is not None:
@@ -76,7 +80,7 @@ NATIVE_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; don
 def native_command(spec: dict[str, Any], *argv: str) -> list[str] | None:
     """The ``sh``/``prlimit``/``setpriv`` chain for ``spec``, or None when the spec needs this Python program
     (namespaces, mounts) or a tool is missing here."""
-    if spec.get("flags") or spec.get("private_tmp") or spec.get("hidden"):
+    if spec.get("flags") or spec.get("private_tmp") or spec.get("hidden") or spec.get("seccomp_fd") is not None:
         return None
     tools = _native_tools()
     if tools is None:
@@ -191,6 +195,28 @@ def confine(spec: dict[str, Any]) -> None:
         os.setgroups([])
         os.setgid(int(uid))
         os.setuid(int(uid))
+    if spec.get("seccomp_fd") is not None:
+        _install_seccomp(_libc(), int(spec["seccomp_fd"]))
+
+
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _install_seccomp(libc: Any, fd: int) -> None:
+    """Install the seccomp program (``struct sock_filter`` array) read from ``fd`` on this process."""
+    import ctypes
+
+    program = b""
+    while chunk := os.read(fd, 65536):
+        program += chunk
+    os.close(fd)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    prog = Program(len(program) // 8, program)
+    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 
 def main(argv: list[str]) -> int:

@@ -404,6 +404,8 @@ class ProcessBackend(PooledBackend):
                 env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
             else:
                 spec, argv, env, workdir = self._weak_launch(bundle, sandbox_id, uid)
+                if uid is not None:  # a sandbox as root could undo the filter's point (and sees root's keys anyway)
+                    seccomp = spec["seccomp_fd"] = filter_fd()
             # The launcher confines itself, then execs: no preexec_fn, so no fork() of this process. It starts from
             # the spawner's long-lived thread, whose end (the process's) is what --die-with-parent watches.
             process = spawner().spawn(

@@ -8,13 +8,15 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import BUNDLES, Episode, assert_gone
+from sandbox_support import BUNDLES, Episode, assert_gone, limits_config
 
 from ecdysis.records import TerminationReason
+from ecdysis.sandbox import bundle_hash, make_backend, run_protocol
 from ecdysis.sandbox.spawner import spawner
 from tests.keyring_support import ENOKEY, join_host_session_keyring, search_session
 
@@ -83,3 +85,28 @@ def test_each_child_of_the_spawner_has_its_own_empty_session_keyring(host_secret
     assert isinstance(one["session_id"], int) and isinstance(two["session_id"], int)
     assert one["session_id"] != two["session_id"]
     assert search_session("ecdysis-child-a") == -ENOKEY
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a weak sandbox gets its own uid only from root")
+def test_no_keyring_reaches_a_weak_process_sandbox(host_secrets: None) -> None:
+    """A weak sandbox has the host's user namespace, where a uid's user keyring outlives its processes: the filter
+    keeps a sandbox from writing one that the next sandbox given the same uid would read."""
+    backend = make_backend(limits_config("process", isolation="weak"))
+    try:
+        base = {"canary_hex": CANARY.encode().hex(), "key_payload": "written-by-a"}
+        seen = []
+        for config in ({**base, "write": ["ecdysis-weak-a"], "look_for": [HOST_KEY]},
+                       {**base, "look_for": ["ecdysis-weak-a", HOST_KEY]}):
+            sandbox = backend.acquire(BUNDLES / "secrets", bundle_hash(BUNDLES / "secrets"))
+            start = {"mode": "episode", "session": {"episode_id": uuid.uuid4().hex, "config": config}}
+            outcome = run_protocol(sandbox, start, {}, wall_clock_s=30, max_requests=5)
+            assert outcome.finish_reason is TerminationReason.AGENT_STOP, outcome.note
+            seen.append(report(outcome))
+            assert_gone(sandbox)
+    finally:
+        backend.shutdown()
+    for found in seen:
+        assert found["found"] == [], found
+        assert found["keyrings"]["session_id"] == EPERM, found
+        assert set(found["keyrings"]["search"].values()) == {EPERM}, found
+    assert seen[0]["keyrings"]["add ecdysis-weak-a @s"] == seen[0]["keyrings"]["add ecdysis-weak-a @u"] == EPERM
