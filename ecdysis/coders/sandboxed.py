@@ -232,8 +232,8 @@ def run_cli(llm: LLMClient, model: str, config: ExternalAgentConfig, bundle_dir:
         started = time.monotonic()
         with proxy:
             cgroup = _cgroup(config)
-            seccomp = filter_fd()
             try:
+                seccomp = filter_fd()
                 argv = bwrap_argv(found, control, bundle_dir, home, tmp, invocation,
                                   shell_script(invocation.argv, RELAY_PORT, invocation.stdin), seccomp_fd=seccomp)
                 if cgroup is not None:

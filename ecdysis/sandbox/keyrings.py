@@ -22,6 +22,8 @@ import os
 import platform
 import struct
 
+from ecdysis.sandbox.errors import SandboxUnavailable
+
 log = logging.getLogger(__name__)
 
 KEYCTL_JOIN_SESSION_KEYRING = 1
@@ -68,7 +70,11 @@ def keyring_filter(machine: str | None = None) -> bytes:
 
 def filter_fd() -> int:
     """A new descriptor to read :func:`keyring_filter` from, at offset 0 (bubblewrap reads it to the end, so each
-    sandbox needs its own); the caller closes it once the child has started."""
+    sandbox needs its own); the caller closes it once the child has started. Raises SandboxUnavailable on a machine
+    the filter does not know (a sandbox is not started without it)."""
+    if not _FILTER:
+        raise SandboxUnavailable(f"no keyring seccomp filter for {platform.machine()} (known: "
+                                 f"{', '.join(KEYRING_SYSCALLS)})")
     fd = os.memfd_create("ecdysis-keyring-seccomp", os.MFD_CLOEXEC)
     try:
         os.write(fd, _FILTER)
