@@ -163,7 +163,7 @@ class AgentBenchOS(_AgentBench):
         from ecdysis.benchmarks.agentbench.os_interaction import OSService
 
         assert isinstance(self.config, AgentBenchOSConfig)
-        return OSService(command_timeout_s=self.config.command_timeout_s)
+        return OSService(command_timeout_s=self.config.command_timeout_s, disk_size=self.config.disk_size)
 
     def system_prompt(self) -> str:
         from ecdysis.benchmarks.agentbench.os_interaction import SYSTEM_PROMPT

@@ -42,6 +42,10 @@ class AgentBenchOSConfig(_AgentBenchSection):
     """How many tasks of upstream's training file to add to the training split (seeded by ``selection_seed``)."""
     command_timeout_s: float = Field(default=30.0, gt=0)
     """Time limit of one of the agent's shell commands."""
+    disk_size: str | None = Field(default="2g", pattern=r"^[0-9]+[kmgKMG]?$")
+    """Disk cap of a task container (``--storage-opt size``), enforced where the Docker daemon can (the btrfs driver,
+    where it counts the image's ~250 MB too; overlay2 on xfs with project quotas); elsewhere one warning and no cap.
+    None: no cap asked."""
 
     def build(self) -> AgentBenchOS:
         from ecdysis.benchmarks.agentbench.benchmark import AgentBenchOS

@@ -20,6 +20,7 @@ _why = docker_unavailable() or (None if DATA_DIR.is_dir() else f"no AgentBench d
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 LINES = "std-004-Q19-00000"  # "How many lines are there in /root/matrix.txt": 3, by `cat ... | wc -l`
+STATE = "std-006-new-00007"  # make /data set-gid and sticky: graded by a check of the container's state
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,15 @@ def tasks() -> dict[str, OSTask]:
 @pytest.fixture
 def episode(service: OSService, tasks: dict[str, OSTask], request: pytest.FixtureRequest) -> Iterator[OSEpisode]:
     with service.open(tasks[LINES], request.node.name) as episode:
+        yield episode
+
+
+@pytest.fixture
+def state_episode(service: OSService, tasks: dict[str, OSTask],
+                  request: pytest.FixtureRequest) -> Iterator[OSEpisode]:
+    """An episode whose grader runs a check in the container (so its tools are checked for tampering first)."""
+    with service.open(tasks[STATE], request.node.name) as episode:
+        bash(episode, "chmod g+s /data && chmod +t /data")  # solved: only tampering can fail it
         yield episode
 
 
@@ -148,7 +158,7 @@ def test_no_network_no_docker_socket_no_host(episode: OSEpisode) -> None:
              "except OSError as exc:\n    print('refused', exc.errno)")
     assert bash(episode, f"python3 -c \"{probe}\"").startswith("refused")
     assert bash(episode, "ls /var/run/docker.sock /run/docker.sock 2>&1 | grep -c 'No such file'") == "2\n"
-    assert bash(episode, "cat /proc/1/cmdline | tr '\\0' ' '") == "sleep infinity "
+    assert bash(episode, "cat /proc/1/cmdline | tr '\\0' ' '") == "/usr/bin/sleep infinity "
     assert bash(episode, "ls /work 2>&1") == "ls: cannot access '/work': No such file or directory\n"
     assert bash(episode, "whoami; capsh --print 2>/dev/null | head -1; grep CapEff /proc/self/status") \
         .splitlines()[-1].split()[1] != "000001ffffffffff"
@@ -174,24 +184,27 @@ def test_gold_never_enters_the_container_before_grading(service: OSService) -> N
 # -- grading and tampering --------------------------------------------------------------------------------------
 
 
-def test_tampered_python3_grades_zero(episode: OSEpisode) -> None:
+def test_tampered_python3_grades_zero(state_episode: OSEpisode) -> None:
+    episode = state_episode
     bash(episode, "rm /usr/bin/python3; printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/python3; chmod +x /usr/bin/python3")
-    episode.call("answer_action", {"answer": "3"})
+    episode.call("finish_action", {"thought": "done"})
     grade = episode.grade()
     assert grade.reward == 0.0 and grade.breakdown["untampered"] == 0.0
     assert grade.note.startswith("tampered") and "/usr/bin/python3 was modified" in grade.note
 
 
-def test_ld_so_preload_grades_zero(episode: OSEpisode) -> None:
+def test_ld_so_preload_grades_zero(state_episode: OSEpisode) -> None:
+    episode = state_episode
     bash(episode, "echo /nonexistent.so > /etc/ld.so.preload")
-    episode.call("answer_action", {"answer": "3"})
+    episode.call("finish_action", {"thought": "done"})
     grade = episode.grade()
     assert grade.reward == 0.0 and "/etc/ld.so.preload was created" in grade.note
 
 
-def test_replaced_coreutil_and_loader_link_are_caught(episode: OSEpisode) -> None:
+def test_replaced_coreutil_and_loader_link_are_caught(state_episode: OSEpisode) -> None:
+    episode = state_episode
     bash(episode, "cp /usr/bin/true /usr/bin/wc; ln -sfn /tmp /lib64")
-    episode.call("answer_action", {"answer": "3"})
+    episode.call("finish_action", {"thought": "done"})
     note = episode.grade().note
     assert "/usr/bin/wc was modified" in note and "/lib64 was modified" in note
 
@@ -202,22 +215,11 @@ def test_shadowing_a_tool_on_path_does_not_fool_the_grader(service: OSService, t
         assert bash(episode, f"{fake}; cat /root/matrix.txt | wc -l") == "42\n"
         episode.call("answer_action", {"answer": "42"})
         grade = episode.grade()
-        assert grade.reward == 0.0 and grade.breakdown["untampered"] == 1.0
+        assert (grade.reward, grade.breakdown) == (0.0, {"answered": 1.0, "correct": 0.0})
     with service.open(tasks[LINES], "shadow-right") as episode:
         bash(episode, fake)
         episode.call("answer_action", {"answer": "3"})
         assert episode.grade().reward == 1.0
-
-
-def test_mode_changes_are_not_tampering_and_leftover_processes_stop(service: OSService,
-                                                                     tasks: dict[str, OSTask]) -> None:
-    with service.open(tasks[LINES], "benign") as episode:
-        bash(episode, "chmod u+s /usr/bin/find; chmod u-s /usr/bin/find; sleep 1000 & disown")
-        episode.call("answer_action", {"answer": "3"})
-        grade = episode.grade()
-        assert grade.reward == 1.0, grade.note
-        assert "1 process(es) the agent left running were stopped" in grade.note
-        assert episode.grade() is grade  # graded once
 
 
 # -- setup, threads and cleanup ---------------------------------------------------------------------------------

@@ -83,6 +83,9 @@ def exec_finished(info: dict[str, Any]) -> bool:
 
 
 MARKER_VARIABLE = "ECDYSIS_EXEC"
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+"""PATH of the trusted side's own helper commands in a task container (given by absolute path as well): nothing
+the agent installs elsewhere, in /usr/local/sbin say, is found first."""
 
 
 def kill_marked(client: Any, container_id: str, marker: str) -> None:
@@ -90,6 +93,6 @@ def kill_marked(client: Any, container_id: str, marker: str) -> None:
     script = ('for p in /proc/[0-9]*; do grep -qxz "$1=$2" "$p/environ" 2>/dev/null && kill -9 "${p#/proc/}"; '
               'done 2>/dev/null; exit 0')
     with contextlib.suppress(Exception):
-        exec_id = client.api.exec_create(container_id, ["sh", "-c", script, "sh", MARKER_VARIABLE, marker],
-                                         user="root")["Id"]
+        exec_id = client.api.exec_create(container_id, ["/usr/bin/sh", "-c", script, "sh", MARKER_VARIABLE, marker],
+                                         user="root", environment={"PATH": SYSTEM_PATH})["Id"]
         client.api.exec_start(exec_id)

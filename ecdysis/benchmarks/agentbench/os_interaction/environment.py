@@ -2,12 +2,13 @@
 
 ``OSService`` (one per worker process, shared by its threads) checks the task image, hashes the grader's tools in
 it, and opens episodes. ``OSEpisode`` is one task container: the task's init scripts and start script run when it
-opens, the agent acts through ``call`` in one persistent shell, ``grade`` runs upstream's evaluation in the same
-container once the agent has answered, and ``close`` removes the container.
+opens, the agent acts through ``call`` in one persistent shell, ``grade`` runs upstream's evaluation once the agent
+has answered, and ``close`` removes the container.
 
 Each container runs as root with a writable root file system (the tasks create users, change permissions and write
 anywhere) but has no network, no Docker socket, no host paths, limits on memory, processes, CPU and file size, and
-only these capabilities (Docker's default set minus what no task needs):
+a disk quota where the daemon supports one (``disk_size``), and only these capabilities (Docker's default set minus
+what no task needs):
 
 * CHOWN, DAC_OVERRIDE, FOWNER, FSETID: root's usual power over files the tasks create, own, ``chmod`` and ``chown``
   (including set-uid/set-gid and sticky bits),
@@ -23,9 +24,19 @@ Where this differs from upstream, on purpose:
 * A command past its time limit is stopped (upstream stopped waiting but left it running in the shell).
 * The shell has no terminal: lines end in ``\n`` (not ``\r\n``), there are no prompts or echo, and programs that
   want a terminal say so.
-* Before grading by a check (``match`` needs only the answer), processes the agent left running are stopped (they
-  could otherwise change the container under the grader); the agent's shell and what the task's setup started keep
-  running, as upstream's grader sees them. Then the tamper check (see ``integrity``): a tampered container grades 0.
+* The task's example (the reference solution whose output is the expected answer) does not run in the agent's
+  container after the agent: its output is computed from the task as the setup left it, so nothing the agent did
+  (deleting the data the example reads, a process that rewrites a tool between two execs) changes the expected
+  answer. An example that plainly only reads (see ``reference``; 100 of the 114 std examples) runs in the agent's
+  container right after setup, before the agent's first command (where the setup's processes and the agent's shell
+  are there for ``ps`` to count); any other is run at grading in a fresh container of a snapshot committed right
+  after setup (see ``snapshot``). Upstream re-reads the container after the agent: a task whose expected answer
+  depended on what the agent changed would differ here (none of the std examples that only read does).
+* Before a check that reads the container's state (a task asking to change the system), the container is killed
+  from the host (``docker kill``: every process in it ends, however fast it forks), the tamper check runs on the
+  stopped container (see ``integrity``: a tampered container grades 0), and the container is started again with
+  nothing of the agent's running; the check then runs by absolute path with a fixed PATH. Upstream's grader would
+  still see the agent's shell and what the setup started; no such check counts processes.
 * The grader's scripts run with the system directories first on PATH and python isolated (``-I -S``).
 * Every task runs in the one image (upstream's ``packages`` variant also had npm; one std task asks whether npm is
   installed, and its answer is computed here, in this image).
@@ -43,11 +54,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
-from ecdysis.benchmarks.agentbench.os_interaction import tools
+from ecdysis.benchmarks.agentbench.os_interaction import snapshot, tools
 from ecdysis.benchmarks.agentbench.os_interaction.dockerio import run_exec
 from ecdysis.benchmarks.agentbench.os_interaction.grading import Grade, evaluate
 from ecdysis.benchmarks.agentbench.os_interaction.image import IMAGE, ensure_image
 from ecdysis.benchmarks.agentbench.os_interaction.integrity import Baseline, State, current_states, find_tampering
+from ecdysis.benchmarks.agentbench.os_interaction.reference import read_only
 from ecdysis.benchmarks.agentbench.os_interaction.shell import PersistentShell, ShellResult, ShellUnavailable
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, Script
 from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
@@ -62,6 +74,8 @@ CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID",
 OPEN_FILES = 1 << 20
 """Descriptor limit of a container, as Docker usually grants: one task's init writes ``echo 123321>file``, which
 bash reads as a redirection of descriptor 123321."""
+STOP_TIMEOUT_S = 30.0
+"""How long a killed task container may take to stop before grading counts it as an infrastructure fault."""
 GRADER_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
 """PATH of the grader's scripts: the system directories first, so that nothing the agent installs shadows a tool the
 example uses (the same directories as the container's PATH, so PATH-counting tasks are unaffected)."""
@@ -73,9 +87,12 @@ class OSService:
 
     def __init__(self, docker_client: Any = None, image: str = IMAGE, *, command_timeout_s: float = 30.0,
                  setup_timeout_s: float = 120.0, check_timeout_s: float = 60.0, mem_limit: str = "1g",
-                 pids_limit: int = 512, cpus: float = 1.0, max_file_bytes: int = 1 << 30) -> None:
+                 pids_limit: int = 512, cpus: float = 1.0, max_file_bytes: int = 1 << 30,
+                 disk_size: str | None = "2g") -> None:
         """Connect to Docker (``docker.from_env()`` unless a client is given), build the image if it is missing
-        (see ``ensure_image``), hash the grader's tools in it and remove containers that dead processes left.
+        (see ``ensure_image``), hash the grader's tools in it and remove containers and snapshots that dead
+        processes left. ``disk_size`` caps what a task container may write (``--storage-opt size``; None: no cap);
+        a daemon that cannot enforce it gets one warning and containers without the cap.
         Raises EnvironmentSetupError when Docker or the image cannot be had."""
         import docker
 
@@ -91,6 +108,8 @@ class OSService:
         self._limits = {"mem_limit": mem_limit, "memswap_limit": mem_limit, "pids_limit": pids_limit,
                         "nano_cpus": int(cpus * 1e9)}
         self._fsize = docker.types.Ulimit(name="fsize", soft=max_file_bytes, hard=max_file_bytes)
+        self.disk_size = disk_size
+        """The disk quota task containers get, or None (none asked, or the daemon cannot enforce one)."""
         self.open_files: int | None = OPEN_FILES
         """The descriptor limit containers get: OPEN_FILES, or None (the daemon's own limit, lower) when the daemon
         cannot grant it."""
@@ -122,25 +141,39 @@ class OSService:
         with self._lock:
             self._episodes.pop(episode.container_id, None)
 
+    def container_options(self, episode_id: str) -> dict[str, Any]:
+        """The isolation and limits of every container of an episode (its task container and its snapshot's)."""
+        import docker
+
+        ulimits = [self._fsize]
+        if self.open_files is not None:
+            ulimits.append(docker.types.Ulimit(name="nofile", soft=self.open_files, hard=self.open_files))
+        options = {"labels": self._labels(episode_id), "user": "root", "working_dir": "/root", "network_mode": "none",
+                   "cap_drop": ["ALL"], "cap_add": CAPABILITIES, "security_opt": ["no-new-privileges:true"],
+                   "stdin_open": False, "tty": False, "ulimits": ulimits, **self._limits}
+        if self.disk_size is not None:
+            options["storage_opt"] = {"size": self.disk_size}
+        return options
+
     def _create_container(self, episode_id: str) -> Any:
         import docker
 
         safe = re.sub(r"[^a-zA-Z0-9_.-]", "-", episode_id)[:40].strip("-.") or "episode"
         while True:
-            ulimits = [self._fsize]
-            asked = self.open_files
-            if asked is not None:
-                ulimits.append(docker.types.Ulimit(name="nofile", soft=asked, hard=asked))
+            asked, disk = self.open_files, self.disk_size
             name = f"ecdysis-os-{safe}-{secrets.token_hex(4)}"
             try:
-                return self.client.containers.run(
-                    self.image, command=["sleep", "infinity"], detach=True, name=name,
-                    labels=self._labels(episode_id), user="root", working_dir="/root", network_mode="none",
-                    cap_drop=["ALL"], cap_add=CAPABILITIES, security_opt=["no-new-privileges:true"],
-                    stdin_open=False, tty=False, ulimits=ulimits, **self._limits)
+                return self.client.containers.run(self.image, command=["/usr/bin/sleep", "infinity"], detach=True,
+                                                  name=name, **self.container_options(episode_id))
             except docker.errors.APIError as exc:
                 with contextlib.suppress(docker.errors.DockerException):
                     self.client.api.remove_container(name, force=True)  # created, but it could not start
+                if disk is not None and _no_disk_quota(exc):
+                    if self.disk_size is not None:
+                        log.warning("the Docker daemon cannot cap a container's disk (%s): task containers run "
+                                    "without a disk quota", str(exc).strip()[:300])
+                    self.disk_size = None
+                    continue
                 if asked is None or "rlimit" not in str(exc):
                     raise
                 if self.open_files is not None:
@@ -150,8 +183,8 @@ class OSService:
                 self.open_files = None
 
     def remove_leftovers(self, *, everything: bool = False) -> int:
-        """Remove this module's containers whose creating process on this host is gone (all of them with
-        ``everything``); returns how many were removed."""
+        """Remove this module's containers and snapshot images whose creating process on this host is gone (all of
+        them with ``everything``); returns how many were removed."""
         import docker.errors
 
         removed = 0
@@ -161,7 +194,7 @@ class OSService:
             with contextlib.suppress(docker.errors.NotFound):
                 self.client.api.remove_container(summary["Id"], force=True)
                 removed += 1
-        return removed
+        return removed + snapshot.remove_leftover_images(self.client, f"{KIND_LABEL}=os", everything=everything)
 
     def close(self) -> None:
         """Close every episode this service opened that is still open."""
@@ -193,6 +226,9 @@ class OSEpisode:
         self._grade: Grade | None = None
         self.container_id = ""
         self.shell: PersistentShell | None = None
+        self._snapshot: str | None = None  # the image of the container as the setup left it
+        self._reference: tuple[int | None, str] | None = None  # the example's result, run before the agent acted
+        self._allowed: dict[str, State | None] = {}
         client = service.client
         started = time.monotonic()
         try:
@@ -207,8 +243,7 @@ class OSEpisode:
                 if result.exit_code != 0:
                     raise EnvironmentSetupError(
                         f"task {task.task_id}: its start script failed ({_status(result)}): {_tail(result.output)}")
-            self._allowed: dict[str, State | None] = current_states(client, self.container_id, service.baseline)
-            self._setup_pids = self.shell.pids()
+            self._prepare_grading()
         except BaseException as exc:
             self.close()
             if isinstance(exc, EnvironmentSetupError):
@@ -218,6 +253,20 @@ class OSEpisode:
             raise
         self.setup_seconds = time.monotonic() - started
         """How long creating and setting up the container took."""
+
+    def _prepare_grading(self) -> None:
+        """Before the agent's first command: what grading needs of the container as the setup left it."""
+        gold = self.task.gold
+        if gold.check is None:
+            return
+        if None in gold.check and gold.example is not None:
+            if read_only(gold.example):
+                self._reference = self._run_check(gold.example, [])
+            else:
+                self._snapshot = snapshot.take(self.service.client, self.container_id,
+                                               self.service._labels(self.episode_id))
+        if any(_in_container(item) for item in gold.check):
+            self._allowed = current_states(self.service.client, self.container_id, self.service.baseline)
 
     def _setup_script(self, script: Script, position: int) -> None:
         result = run_exec(self.service.client, self.container_id, _command(script, []),
@@ -280,9 +329,12 @@ class OSEpisode:
     # -- grading ------------------------------------------------------------------------------------------------
 
     def grade(self) -> Grade:
-        """Grade the episode as upstream does, in this container, once the agent has ended (later calls return the
-        same grade). Raises EnvironmentSetupError when the container or Docker fails during grading."""
+        """Grade the episode as upstream does once the agent has ended (later calls return the same grade): the
+        example in a snapshot taken before the agent acted, the task's own checks in this container once everything
+        in it was stopped and its tools found intact. Raises EnvironmentSetupError when the container or Docker fails
+        during grading (the container vanished, the daemon does not answer): never for what the agent did in it."""
         import docker.errors
+        import requests
 
         with self._lock:
             if self._grade is not None:
@@ -294,34 +346,73 @@ class OSEpisode:
                 return self._grade
             try:
                 self._grade = self._grade_now()
-            except (docker.errors.DockerException, ShellUnavailable, OSError) as exc:
+            except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
                 raise EnvironmentSetupError(f"grading episode {self.episode_id} failed: {exc}") from exc
             return self._grade
 
     def _grade_now(self) -> Grade:
-        client, baseline = self.service.client, self.service.baseline
-        assert self.shell is not None
-        if self.task.gold.match is not None:  # graded on the answer alone: nothing in the container is involved
-            ok, why = evaluate(self.task.gold, self.answer, self._run_check)
-            return Grade(1.0 if ok else 0.0, {"answered": 1.0, "correct": 1.0 if ok else 0.0}, why)
-        # Stop what the agent left running first, so that nothing changes the container after the check below.
-        try:
-            stopped: int | None = self.shell.stop_others(self._setup_pids)
-        except ShellUnavailable:  # nothing runs in the container any more: the agent broke it (see the check)
-            stopped = None
-        problems = find_tampering(client, self.container_id, baseline, self._allowed)
-        breakdown = {"answered": 1.0, "untampered": 0.0 if problems else 1.0, "correct": 0.0}
-        if problems:
-            shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
-            return Grade(0.0, breakdown, f"tampered: the grader's tools in the container were changed ({shown}); "
-                                         "graded 0")
-        if stopped is None:
-            return Grade(0.0, breakdown, "the container could no longer run the grader's processes; graded 0")
-        ok, why = evaluate(self.task.gold, self.answer, self._run_check)
+        gold = self.task.gold
+        if gold.check is not None and any(_in_container(item) for item in gold.check):
+            problems = self._stop_and_inspect()
+            breakdown = {"answered": 1.0, "untampered": 0.0 if problems else 1.0, "correct": 0.0}
+            if problems:
+                shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
+                return Grade(0.0, breakdown, f"tampered: the grader's tools in the container were changed ({shown}); "
+                                             "graded 0")
+            if not self._restart():
+                return Grade(0.0, breakdown, "the container could no longer be started for the grader; graded 0")
+        else:  # graded on the answer and the example's output: nothing the agent left is involved
+            breakdown = {"answered": 1.0, "correct": 0.0}
+        ok, why = evaluate(gold, self.answer, self._grader_run)
         breakdown["correct"] = 1.0 if ok else 0.0
-        if stopped:
-            why += f" ({stopped} process(es) the agent left running were stopped first)"
         return Grade(1.0 if ok else 0.0, breakdown, why)
+
+    def _stop_and_inspect(self) -> list[str]:
+        """Kill the container from the host (every process in it ends with its init, however fast it forks; the
+        container cannot refuse), wait until it has stopped, then check the grader's tools in it."""
+        import docker.errors
+
+        client = self.service.client
+        if self.shell is not None:
+            self.shell.close()
+        try:
+            client.api.kill(self.container_id)
+        except docker.errors.NotFound:
+            raise
+        except docker.errors.APIError:  # not running any more: fine, it is stopped either way
+            pass
+        try:
+            client.api.wait(self.container_id, timeout=STOP_TIMEOUT_S)
+        except docker.errors.NotFound:
+            raise
+        except Exception as exc:  # the daemon's read time-out: it did not stop in time
+            raise EnvironmentSetupError(f"task container {self.container_id[:12]} did not stop: {exc}") from exc
+        return find_tampering(client, self.container_id, self.service.baseline, self._allowed)
+
+    def _restart(self) -> bool:
+        """Start the stopped, untampered container again (only its ``sleep`` runs); False when it cannot start
+        for a reason of its own (the agent made /root a file, say)."""
+        import docker.errors
+
+        try:
+            self.service.client.api.start(self.container_id)
+        except docker.errors.NotFound:
+            raise
+        except docker.errors.APIError as exc:  # the daemon answers, the container exists: what is in it is at fault
+            log.info("episode %s: its container could not start for grading: %s", self.episode_id, exc)
+            return False
+        return True
+
+    def _grader_run(self, script: Script, params: list[str]) -> tuple[int | None, str]:
+        if script is self.task.gold.example:
+            if self._reference is not None:
+                return self._reference
+            if self._snapshot is not None:
+                return snapshot.run(self.service.client, self._snapshot, _command(script, params),
+                                    timeout=self.service.check_timeout_s,
+                                    options={**self.service.container_options(self.episode_id),
+                                             "environment": {"PATH": GRADER_PATH}})
+        return self._run_check(script, params)
 
     def _run_check(self, script: Script, params: list[str]) -> tuple[int | None, str]:
         result = run_exec(self.service.client, self.container_id, _command(script, params),
@@ -347,6 +438,8 @@ class OSEpisode:
                 pass
             except docker.errors.DockerException as exc:
                 log.warning("could not remove task container %s: %s", self.container_id[:12], exc)
+        if self._snapshot is not None:
+            snapshot.drop(self.service.client, self._snapshot)
         self.service._forget(self)
 
     def __enter__(self) -> OSEpisode:
@@ -363,6 +456,18 @@ def _command(script: Script, params: list[str]) -> list[str]:
     if script.language == "python":
         return ["/usr/bin/python3", "-I", "-S", "-c", code, *params]
     return ["/usr/bin/bash", "-c", code, *(["--", *params] if params else [])]
+
+
+def _in_container(item: Script | None) -> bool:
+    """Whether a check item runs in the agent's container: a script of the task's own (not its example, not one of
+    our host-side comparators)."""
+    return item is not None and item.comparator is None
+
+
+def _no_disk_quota(exc: Exception) -> bool:
+    """Whether the daemon refused ``--storage-opt size`` (its storage driver or file system cannot enforce it)."""
+    text = str(exc).lower()  # not "quota exceeded": a size below the image's own (btrfs counts it) is a mistake
+    return any(words in text for words in ("storage-opt", "storage opt", "storage option"))
 
 
 def _status(result: ShellResult) -> str:

@@ -1,13 +1,15 @@
 """Did the agent tamper with the tools the grader runs in its container?
 
-The grader runs the task's example with the container's bash, coreutils and friends (and a check's python3), all
-loaded through the dynamic loader and libc. When the service starts, ``Baseline.from_image`` hashes every file and
-symlink of the image under the protected paths, reading them through the Docker daemon from a container that never
-runs. Before grading, ``find_tampering`` asks the daemon which paths the episode changed (``docker diff``, which
-the container cannot lie to) and re-hashes only those that are protected, again through the daemon. Modes and
-timestamps do not count (a task may ``chmod u+s /usr/bin/find``); contents, symlink targets, removals, a type
-change and any ``/etc/ld.so.preload`` do. New files beside the protected ones are allowed (an agent may install a
-command); they cannot shadow the grader's tools, which run with the system directories first on PATH.
+The grader's checks run the container's bash, coreutils and friends (and python3), all loaded through the dynamic
+loader and libc. When the service starts, ``Baseline.from_image`` hashes every file and symlink of the image under
+the protected paths (all of ``/usr``, the merged-/usr links, the loader's configuration, ``/etc/alternatives``),
+reading them through the Docker daemon from a container that never runs. Before grading, with every process of the
+container stopped, ``find_tampering`` asks the daemon which paths the episode changed (``docker diff``, which the
+container cannot lie to) and re-hashes only those that are protected, again through the daemon. Modes and timestamps
+do not count (a task may ``chmod u-s /usr/bin/find``); contents, symlink targets, removals, a type change, any path
+*added* under a protected tree (a ``/usr/lib/python311.zip`` that python would import, a ``/usr/local/sbin/kill``
+that shadows a tool) and any ``/etc/ld.so.preload`` do. What the task's own setup changed there is allowed as the
+setup left it.
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ from typing import Any
 
 import docker.errors
 
-PROTECTED_TREES = ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64", "/etc/ld.so.conf.d")
-"""Executables, shared libraries (libc, the loader, python's standard library) and the loader's configuration."""
+PROTECTED_TREES = ("/usr", "/etc/alternatives", "/etc/ld.so.conf.d")
+"""Executables, shared libraries (libc, the loader, python's standard library), /usr/local (first on the image's
+PATH), the alternatives links (``/usr/bin/awk`` points through ``/etc/alternatives``) and the loader's
+configuration."""
 PROTECTED_FILES = ("/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/ld.so.conf")
 """Single paths: the merged-/usr symlinks through which every binary finds its loader, and the loader's cache."""
 PRELOAD = "/etc/ld.so.preload"
 """Must not exist: it would load a library into every process the grader starts."""
+
+MAX_HASHED = 500
+"""At most this many changed protected paths are re-hashed; more is tampering (no task changes that many), and the
+bound keeps grading time flat whatever the agent wrote."""
 
 _CHANGED, _ADDED, _DELETED = 0, 1, 2  # docker diff's kinds
 
@@ -116,35 +124,57 @@ class Baseline:
         return cls(states)
 
 
+def protected(path: str) -> bool:
+    """Whether ``path`` is one the grader's tools depend on (see ``PROTECTED_TREES`` and ``PROTECTED_FILES``)."""
+    return (path in PROTECTED_FILES or path == PRELOAD
+            or any(path == tree or path.startswith(tree + "/") for tree in PROTECTED_TREES))
+
+
+def _state_now(client: Any, container_id: str, baseline: Baseline, path: str, kind: int) -> State | None:
+    if path == PRELOAD:
+        return None if kind == _DELETED else ("file", "present")
+    if kind == _DELETED:
+        return None
+    if baseline.states.get(path, ("", ""))[0] == "dir":
+        # A folder is "changed" whenever something in it is: only its type matters here (what was in it is checked
+        # path by path, but a folder replaced wholesale hides its former contents from diff).
+        return _folder_state(client, container_id, path)
+    try:
+        return _states(client, container_id, path).get(path)
+    except docker.errors.NotFound:
+        return None
+
+
+def _protected_changes(client: Any, container_id: str) -> list[tuple[str, int]]:
+    return [(change["Path"], change["Kind"]) for change in client.api.diff(container_id) or []
+            if protected(change["Path"])]
+
+
 def current_states(client: Any, container_id: str, baseline: Baseline) -> dict[str, State | None]:
-    """The changed protected paths of a container and their states now (None: gone), per ``docker diff``."""
-    found: dict[str, State | None] = {}
-    for change in client.api.diff(container_id) or []:
-        path, kind = change["Path"], change["Kind"]
-        if path == PRELOAD:
-            found[path] = None if kind == _DELETED else ("file", "present")
-        elif path in baseline.states:
-            if kind == _DELETED:
-                found[path] = None
-            elif baseline.states[path][0] == "dir":
-                # A folder is "changed" whenever something in it is: only its type matters here (what was in it
-                # is checked path by path, but a folder replaced wholesale hides its former contents from diff).
-                found[path] = _folder_state(client, container_id, path)
-            else:
-                try:
-                    found[path] = _states(client, container_id, path).get(path)
-                except docker.errors.NotFound:
-                    found[path] = None
-    return found
+    """The changed protected paths of a container, added ones included, and their states now (None: gone), per
+    ``docker diff``: what the task's setup left, to be allowed later."""
+    return {path: _state_now(client, container_id, baseline, path, kind)
+            for path, kind in _protected_changes(client, container_id)}
 
 
 def find_tampering(client: Any, container_id: str, baseline: Baseline,
                    allowed: dict[str, State | None] | None = None) -> list[str]:
     """What differs from the image (or, for a path in ``allowed``, from the state the task's setup left it in):
-    one line per problem, empty when the grader's tools are intact."""
+    one line per problem, empty when the grader's tools are intact. Stop the container's processes first, or what
+    is read here may change before the grader runs."""
     allowed = allowed or {}
     problems = []
-    for path, state in sorted(current_states(client, container_id, baseline).items()):
+    hashed = 0
+    for path, kind in sorted(_protected_changes(client, container_id)):
+        if path not in allowed and path not in baseline.states:
+            if kind != _DELETED:  # new, and not from the setup: nothing to hash
+                problems.append(f"{PRELOAD} was created" if path == PRELOAD else f"{path} was added")
+            continue
+        hashed += 1
+        if hashed > MAX_HASHED:
+            problems.append(f"more than {MAX_HASHED} protected paths were changed")
+            break
+        state = _state_now(client, container_id, baseline, path, kind)
         expected = allowed.get(path, baseline.states.get(path))
         if path in allowed and state == expected:
             continue

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ecdysis.benchmarks.agentbench.os_interaction.dockerio import MARKER_VARIABLE, run_exec
+from ecdysis.benchmarks.agentbench.os_interaction.dockerio import MARKER_VARIABLE, SYSTEM_PATH, run_exec
 from ecdysis.sandbox.hijack import FrameReader, HijackedSocket
 
 _MARKER = re.compile(rb"\x1e([0-9a-f]{16}) (\d+) (\d+)\x1e\n")
@@ -76,8 +76,8 @@ class PersistentShell:
         self._marker = secrets.token_hex(8)
         try:
             exec_id = self.client.api.exec_create(
-                self.container_id, ["bash", "-c", "exec bash --login 2>&1"], stdin=True, stdout=True, stderr=True,
-                tty=False, user="root", workdir="/root", environment={MARKER_VARIABLE: self._marker})["Id"]
+                self.container_id, ["/usr/bin/bash", "-c", "exec /usr/bin/bash --login 2>&1"], stdin=True, stdout=True,
+                stderr=True, tty=False, user="root", workdir="/root", environment={MARKER_VARIABLE: self._marker})["Id"]
             response = self.client.api.exec_start(exec_id, socket=True)
         except Exception as exc:
             raise ShellUnavailable(f"could not start the shell: {exc}") from exc
@@ -166,8 +166,9 @@ class PersistentShell:
         script = ('cat /proc/uptime; for d in /proc/[0-9]*; do [ "${d#/proc/}" = "$$" ] && continue; '
                   's=$(cat "$d/stat" 2>/dev/null) || continue; '
                   'if grep -qxz "$1=$2" "$d/environ" 2>/dev/null; then m=1; else m=0; fi; echo "$m $s"; done')
-        result = run_exec(self.client, self.container_id, ["sh", "-c", script, "sh", MARKER_VARIABLE, self._marker],
-                          timeout=10)
+        result = run_exec(self.client, self.container_id,
+                          ["/usr/bin/sh", "-c", script, "sh", MARKER_VARIABLE, self._marker], timeout=10,
+                          environment={"PATH": SYSTEM_PATH})
         lines = result.stdout.decode("utf-8", "replace").splitlines()
         if not lines:
             raise ShellUnavailable("could not list the container's processes")
@@ -181,28 +182,11 @@ class PersistentShell:
                 table[int(pid)] = (int(fields[1]), int(fields[19]) / _CLOCK_TICKS, marked == "1")
         return uptime, table
 
-    def pids(self) -> set[int]:
-        """The pids of the container's processes now."""
-        return set(self._processes()[1])
-
-    def stop_others(self, keep: set[int]) -> int:
-        """Kill every process except those in ``keep`` (say, the pids present when the task was set up), the shell
-        that reads the commands and the shells above it; returns how many were killed. Run before grading, so that
-        nothing the agent left running can interfere with the grader."""
-        _, table = self._processes()
-        kept = {1, self._shell_pid} | keep
-        pid = self._shell_pid
-        while pid in table and pid not in (0, 1):
-            pid = table[pid][0]
-            kept.add(pid)
-        victims = set(table) - kept
-        self._kill(victims)
-        return len(victims)
-
     def _kill(self, pids: set[int]) -> None:
         pids.discard(1)
         if pids:
-            run_exec(self.client, self.container_id, ["kill", "-9", *map(str, sorted(pids))], timeout=10)
+            run_exec(self.client, self.container_id, ["/usr/bin/kill", "-9", *map(str, sorted(pids))], timeout=10,
+                     environment={"PATH": SYSTEM_PATH})
 
     def _idle(self, elapsed: float) -> bool:
         """Whether nothing the current command started is still running."""
