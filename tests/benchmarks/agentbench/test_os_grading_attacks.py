@@ -4,6 +4,8 @@ that vanishes while grading is an infrastructure fault; the disk quota holds whe
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -12,8 +14,10 @@ import pytest
 from os_support import DATA_DIR, docker_unavailable, shown_output
 
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
+from ecdysis.benchmarks.agentbench.os_interaction import snapshot
 from ecdysis.benchmarks.agentbench.os_interaction.environment import GRADER_PATH, OSEpisode, OSService
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, load_tasks
+from ecdysis.sandbox.ownership import OWNER_LABEL
 
 _why = docker_unavailable() or (None if DATA_DIR.is_dir() else f"no AgentBench data folder at {DATA_DIR}")
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(_why is not None, reason=_why or "")]
@@ -199,3 +203,15 @@ def test_an_example_that_writes_runs_in_a_snapshot_that_goes_with_the_episode(se
     episode.close()
     with pytest.raises(docker.errors.ImageNotFound):
         service.client.images.get(image)
+
+
+def test_leftover_snapshots_go_and_the_task_image_stays(service: OSService, tasks: dict[str, OSTask]) -> None:
+    dead = subprocess.Popen(["true"])  # a pid that has exited: the owner of an abandoned snapshot
+    dead.wait()
+    with service.open(tasks[LINES], "leftover") as episode:
+        labels = {**service._labels("leftover"), OWNER_LABEL: f"{socket.gethostname()}:{dead.pid}"}
+        image = snapshot.take(service.client, episode.container_id, labels)
+    assert snapshot.remove_leftover_images(service.client) >= 1
+    with pytest.raises(docker.errors.ImageNotFound):
+        service.client.images.get(image)
+    service.client.images.get(service.image)

@@ -194,7 +194,7 @@ class OSService:
             with contextlib.suppress(docker.errors.NotFound):
                 self.client.api.remove_container(summary["Id"], force=True)
                 removed += 1
-        return removed + snapshot.remove_leftover_images(self.client, f"{KIND_LABEL}=os", everything=everything)
+        return removed + snapshot.remove_leftover_images(self.client, everything=everything)
 
     def close(self) -> None:
         """Close every episode this service opened that is still open."""

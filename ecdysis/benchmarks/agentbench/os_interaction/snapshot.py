@@ -20,10 +20,13 @@ from ecdysis.sandbox.ownership import OWNER_LABEL, owner_alive
 
 log = logging.getLogger(__name__)
 
+SNAPSHOT_LABEL = "ecdysis.agentbench.snapshot"
+"""Set on every snapshot image (and on no other: the task image carries the service's other labels too)."""
+
 
 def take(client: Any, container_id: str, labels: dict[str, str]) -> str:
     """Commit the container (paused meanwhile) to an untagged image; returns its id."""
-    return str(client.api.commit(container_id, conf={"Labels": labels}, pause=True)["Id"])
+    return str(client.api.commit(container_id, conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}}, pause=True)["Id"])
 
 
 def run(client: Any, image: str, command: list[str], *, timeout: float, options: dict[str, Any]) -> tuple[int | None,
@@ -59,10 +62,10 @@ def drop(client: Any, image: str) -> None:
         log.warning("could not remove snapshot image %s: %s", image[:19], exc)
 
 
-def remove_leftover_images(client: Any, kind_label: str, *, everything: bool = False) -> int:
+def remove_leftover_images(client: Any, *, everything: bool = False) -> int:
     """Remove snapshot images whose creating process on this host is gone (all of them with ``everything``)."""
     removed = 0
-    for summary in client.api.images(filters={"label": kind_label}):
+    for summary in client.api.images(filters={"label": f"{SNAPSHOT_LABEL}=1"}):
         if not everything and owner_alive((summary.get("Labels") or {}).get(OWNER_LABEL, "")):
             continue
         drop(client, summary["Id"])
