@@ -34,6 +34,13 @@ SANDBOX_LABEL = "ecdysis.sandbox"
 
 
 RUNTIME_COMMAND = ["python3", "-I", "-S", "-B", "/opt/ecdysis/ecdysis_runtime.py"]
+WIPE_COMMAND = [*RUNTIME_COMMAND, "--wipe"]
+CHECK_COMMAND = [*RUNTIME_COMMAND, "--check"]
+"""The wipe (as the harness's uid) and its check (as root) of a reused container after each clean episode. Neither can
+be swapped: the image's root (PATH's folders, the interpreter, the runtime) is read-only and fixed, as a bundle only
+adds /harness."""
+WIPE_UNAVAILABLE = "cannot wipe\n"
+"""The wipe's last line where the image lacks its tools (``ecdysis_runtime.WIPE_UNAVAILABLE``)."""
 HOLDER_COMMAND = ["sleep", "infinity"]
 """What a reusable container runs between episodes (as root without capabilities, under the init)."""
 _CGROUP_OOM_FILES = ("/sys/fs/cgroup/memory/docker/{id}/memory.oom_control",
@@ -44,6 +51,17 @@ _CGROUP_PROCS_FILES = ("/sys/fs/cgroup/pids/docker/{id}/cgroup.procs",
                        "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/cgroup.procs",
                        "/sys/fs/cgroup/docker/{id}/cgroup.procs",
                        "/sys/fs/cgroup/system.slice/docker-{id}.scope/cgroup.procs")
+
+
+def _exec_ended(api: Any, exec_id: str, timeout: float) -> dict[str, Any]:
+    """``exec_inspect`` once the exec has stopped (it may lag the end of its stream by a moment), or at ``timeout``."""
+    deadline, pause = time.monotonic() + timeout, 0.002
+    while True:
+        info = dict(api.exec_inspect(exec_id))
+        if not info.get("Running") or time.monotonic() >= deadline:
+            return info
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def _first_file(patterns: tuple[str, ...], container_id: str) -> Path | None:
@@ -75,28 +93,60 @@ class _Container:
         self.oom_file = _first_file(_CGROUP_OOM_FILES, container_id)
         self.procs_file = _first_file(_CGROUP_PROCS_FILES, container_id) if os.geteuid() == 0 else None
 
-    def kill_leftovers(self, uid: int, timeout: float = 2.0) -> None:
-        """SIGKILL, from the host, every process of ``uid`` still in the container, before a new runtime starts.
-
-        The runtime's ``--wipe`` kills them too, but only once its interpreter runs; until then a leftover could
-        trace or kill it. Needs root on the daemon's host (the cgroup files and the right to signal); elsewhere it
-        does nothing and the runtime's wipe alone serves.
-        """
+    def unprivileged_processes(self) -> list[int] | None:
+        """Host pids of the container's live processes not run as root (all of them the harness's), or None where
+        this host cannot see the container's cgroup (a remote daemon, or not root)."""
         if self.procs_file is None:
-            return
+            return None
+        try:
+            pids = self.procs_file.read_text().split()
+        except OSError:
+            return None
+        return [int(pid) for pid in pids if live_uid(pid) not in (0, None)]
+
+    def kill_unprivileged(self, timeout: float = 2.0) -> None:
+        """SIGKILL, from the host, every process of the harness still in the container (needs root on the daemon's
+        host; elsewhere it does nothing and the reclaim's kill alone serves)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                pids = self.procs_file.read_text().split()
-            except OSError:
-                return
-            left = [int(pid) for pid in pids if live_uid(pid) == uid]
+            left = self.unprivileged_processes()
             if not left:
                 return
             for pid in left:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.002)
+
+    def reclaim(self, user: str) -> bool | None:
+        """Make the container as new after a clean episode, at once: kill what the episode left running (from the host
+        where it can, and inside), delete what it left in the writable places, then check as root, which the harness's
+        uid can neither trace nor signal. True: clean, it may serve again; False: not provably clean, remove it; None:
+        this image cannot run the wipe at all.
+        """
+        self.kill_unprivileged()
+        try:
+            output = self._run(WIPE_COMMAND, user)
+            if output.endswith(WIPE_UNAVAILABLE):
+                log.warning("container %s cannot be wiped: %s", self.id[:12], output[-500:])
+                return None
+            if output.splitlines()[-1:] == ["wiped"]:
+                # Only its word so far: the check, as root, decides.
+                output = self._run(CHECK_COMMAND, "0:0")
+                if output == "clean\n" and not self.unprivileged_processes():
+                    return True
+        except Exception as exc:  # the engine refused, or timed out (requests' errors are no DockerException)
+            output = f"{exc.__class__.__name__}: {exc}"
+        log.warning("container %s is not reused: its wipe failed: %s", self.id[:12], output[-2000:])
+        return False
+
+    def _run(self, command: list[str], user: str) -> str:
+        """Run ``command`` in the container as ``user``; returns its output (stdout and stderr) once it ends.
+
+        The exit status is not fetched (one engine request less): each command's last line tells how it ended.
+        """
+        api = self.client.api
+        created = api.exec_create(self.id, command, stdout=True, stderr=True, user=user, workdir="/")
+        return str(api.exec_start(created["Id"]).decode(errors="replace"))
 
     def close(self) -> None:
         """Remove the container (idempotent, never raises)."""
@@ -151,13 +201,8 @@ class DockerSandbox(StreamSandbox):
 
     def _exec_result(self, timeout: float) -> dict[str, Any]:
         """``exec_inspect`` once the exec'd runtime has stopped (it may lag the end of its stream by a moment)."""
-        deadline, pause = time.monotonic() + timeout, 0.005
-        while True:
-            info = dict(self._client.api.exec_inspect(self.exec_id))
-            if not info.get("Running") or time.monotonic() >= deadline:
-                return info
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+        assert self.exec_id is not None
+        return _exec_ended(self._client.api, self.exec_id, timeout)
 
     def _oom_killed(self) -> bool:
         """Whether the container's memory cgroup killed a process during this episode."""
@@ -224,9 +269,11 @@ class _ImageGone(SandboxUnavailable):
 class DockerBackend(PooledBackend):
     """SandboxBackend of Docker containers (see DockerSandboxConfig for what each container gets).
 
-    With ``reuse_episodes`` above 1, a container that ended its episode cleanly waits in a per-bundle list (at most
-    ``warm_pool`` + the bundle's sandboxes in flight) and the next sandbox of that bundle is an exec in it; the runtime
-    wipes what the previous episode left before it says ``ready``.
+    With ``reuse_episodes`` above 1, a container that ended its episode cleanly is reclaimed at once (every process
+    the episode left is killed and every writable place emptied, then checked as root: see ``_Container.reclaim``),
+    then waits in a per-bundle list (at most ``warm_pool`` + the bundle's sandboxes in flight) and the next sandbox of
+    that bundle is an exec in it. A container whose reclaim fails is removed; where an image cannot run the wipe
+    at all, the backend stops reusing containers.
     """
 
     def __init__(self, config: DockerSandboxConfig | None = None) -> None:
@@ -247,6 +294,8 @@ class DockerBackend(PooledBackend):
         self._pinned: dict[str, str] = {}
         self._image_lock = threading.Lock()
         self._host_config_cache: dict[str, Any] | None = None
+        self._reclaim_unavailable = False
+        """Set when an image could not run the wipe at all: each episode then gets a new container."""
         self._containers: dict[str, deque[_Container]] = {}
         """Reusable containers with no episode running, per bundle hash (guarded by the pool's lock)."""
         # Containers of owners that died without cleaning up (a killed worker) go when the next backend starts.
@@ -296,14 +345,14 @@ class DockerBackend(PooledBackend):
     @property
     def _reusing(self) -> bool:
         # Without the init nothing reaps what an episode leaves behind: its zombies would pile up in the pids limit.
-        return self.config.reuse_episodes > 1 and self.config.init
+        return self.config.reuse_episodes > 1 and self.config.init and not self._reclaim_unavailable
 
     def _start(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         """A ready sandbox: an exec in an idle container of the bundle when there is one, else a new container.
 
         ``start_latency_s`` of the sandbox counts from the first engine call that makes it (``exec_create`` in a
         reused container; ``create_container`` for a new one, so it includes creating and starting the container
-        and, with reuse, the exec in it) to the runtime's ``ready`` line, which comes after the runtime's wipe.
+        and, with reuse, the exec in it) to the runtime's ``ready`` line (the container was reclaimed at its release).
         """
         holder = self._take_idle(bundle_hash) if self._reusing else None
         if holder is not None:
@@ -331,20 +380,34 @@ class DockerBackend(PooledBackend):
             return idle.pop() if idle else None
 
     def _release(self, sandbox: DockerSandbox) -> bool:
-        """Take back a cleanly ended sandbox's container for another episode; False: the caller removes it."""
+        """Reclaim a cleanly ended sandbox's container and take it back for another episode; False: the caller
+        removes it (which also ends whatever the episode left running)."""
         holder = sandbox.holder
         if holder is None or holder.episodes >= self.config.reuse_episodes:
             return False
         with self._lock:
-            if self._shut or holder.bundle_hash not in self._idle:  # shut down, or the bundle's pools were dropped
+            if not self._wants(holder):
                 return False
-            # The closing sandbox is still in flight here (it is not stopped yet).
-            in_flight = sum(1 for live in self._live if live.bundle_hash == holder.bundle_hash and not live.closed)
-            idle = self._containers.setdefault(holder.bundle_hash, deque())
-            if len(idle) >= self._pool_size + in_flight:
+        clean = holder.reclaim(self.config.user)
+        if clean is None:
+            if not self._reclaim_unavailable:
+                log.warning("a container could not be wiped between episodes: containers are no longer reused")
+            self._reclaim_unavailable = True
+        if not clean:
+            return False
+        with self._lock:
+            if not self._wants(holder):
                 return False
-            idle.append(holder)
+            self._containers.setdefault(holder.bundle_hash, deque()).append(holder)
             return True
+
+    def _wants(self, holder: _Container) -> bool:
+        """Whether the idle list of the holder's bundle has room for it (the caller holds the lock)."""
+        if self._shut or holder.bundle_hash not in self._idle or not self._reusing:
+            return False  # shut down, the bundle's pools were dropped, or reuse is off
+        # The closing sandbox is still in flight here (it is not stopped yet).
+        in_flight = sum(1 for live in self._live if live.bundle_hash == holder.bundle_hash and not live.closed)
+        return len(self._containers.get(holder.bundle_hash, ())) < self._pool_size + in_flight
 
     def _touch(self, bundle_hash: str) -> list[Any]:
         evicted = super()._touch(bundle_hash)
@@ -401,15 +464,12 @@ class DockerBackend(PooledBackend):
         return sandbox
 
     def _exec(self, holder: _Container, launched_at: float, *, sandbox_id: str | None = None) -> DockerSandbox:
-        """Start the runtime (with ``--wipe``) as ``config.user`` in a reusable container."""
+        """Start the runtime as ``config.user`` in a reusable container (new, or reclaimed after its last episode)."""
         import docker.errors
 
         api = self.client.api
-        uid = self.config.user.split(":", 1)[0]
-        if holder.episodes and uid.isdigit():
-            holder.kill_leftovers(int(uid))
         try:
-            created = api.exec_create(holder.id, [*RUNTIME_COMMAND, "--wipe", "/harness"], stdin=True, stdout=True,
+            created = api.exec_create(holder.id, [*RUNTIME_COMMAND, "/harness"], stdin=True, stdout=True,
                                       stderr=True, tty=False, user=self.config.user, environment=self._environment())
             stream = api.exec_start(created["Id"], socket=True)
         except docker.errors.DockerException as exc:

@@ -49,10 +49,10 @@ def harness_processes(container_id: str) -> list[list[str]]:
     return [row for row in top["Processes"] if row[0] != "0"]
 
 
-@pytest.mark.parametrize("host_kill", [True, False], ids=["host_and_runtime_kill", "runtime_kill_alone"])
+@pytest.mark.parametrize("host_kill", [True, False], ids=["host_and_wipe_kill", "wipe_kill_alone"])
 def test_a_reused_container_keeps_nothing_of_the_previous_episode(reusing: Any, host_kill: bool,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    if not host_kill:  # as on a host where the backend cannot reach the container's cgroup: the runtime's wipe alone
+    if not host_kill:  # as on a host where the backend cannot reach the container's cgroup: the wipe's kill alone
         import ecdysis.sandbox.docker_backend as docker_backend
 
         monkeypatch.setattr(docker_backend, "_CGROUP_PROCS_FILES", ())
@@ -63,8 +63,8 @@ def test_a_reused_container_keeps_nothing_of_the_previous_episode(reusing: Any, 
     if os.geteuid() == 0:  # only root on the daemon's host can kill from outside
         assert (sandbox1.holder.procs_file is not None) == host_kill
     container = sandbox1.container.id
-    # The detached process outlived its episode, in the container that now waits for the next one.
-    assert harness_processes(container), "the hostile process did not survive its episode"
+    # The detached process did not outlive its episode's release: the container waits for the next one without it.
+    assert harness_processes(container) == []
 
     second, sandbox2 = run(reusing, {"attack": "inventory"})
     seen = report(second)

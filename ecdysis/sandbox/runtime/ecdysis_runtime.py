@@ -1,9 +1,10 @@
 """Ecdysis in-sandbox runtime, protocol v1 (see sandbox/PROTOCOL.md). Standard library only, one file.
 
-Usage: ``python3 -I -S ecdysis_runtime.py [--wipe] [BUNDLE_DIR]`` (default ``/harness``). Prints ``ready``, reads
-one ``start``, imports ``harness`` from the bundle, runs ``run(session)`` or ``selftest()`` and sends ``finish``.
-``--wipe`` (a reused container, Docker backend) first removes what earlier runs of this uid left: it kills every
-other process of the uid, empties the writable folders and removes the uid's SysV IPC objects.
+Usage: ``python3 -I -S ecdysis_runtime.py [BUNDLE_DIR]`` (default ``/harness``). Prints ``ready``, reads one
+``start``, imports ``harness`` from the bundle, runs ``run(session)`` or ``selftest()`` and sends ``finish``.
+Between two episodes in a container it reuses, the Docker backend runs ``ecdysis_runtime.py --wipe`` as the harness's
+uid (see ``wipe``), which prints ``wiped`` last once done, then ``ecdysis_runtime.py --check`` as root, which prints
+``clean`` or what is left.
 The real stdout is kept for protocol lines only: file descriptor 1 and ``sys.stdout`` both point at stderr while the
 harness runs, so nothing it prints can be mistaken for a protocol message.
 """
@@ -242,13 +243,17 @@ def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str,
     raise AssertionError("unreachable")
 
 
-WIPE_FOLDERS = ("/tmp", "/dev/shm", "/dev/mqueue")
+RECLAIM_FOLDERS = ("/tmp", "/dev/shm", "/dev/mqueue")
+"""Every writable place of a Docker sandbox (its root and /harness are read-only)."""
 _IPC_KINDS = ("shm", "msg", "sem")
+_FIND, _CHMOD = "/usr/bin/find", "/bin/chmod"  # where Debian puts them, with or without the merged /usr
+WIPE_UNAVAILABLE = "cannot wipe"
+"""The last line of ``--wipe`` where the image lacks the tools it runs: the backend then stops reusing containers."""
 
 
-def _others_of_my_uid() -> list[int]:
-    """Live processes (zombies excepted) other than this one whose real or effective uid is this process's."""
-    me, uid, found = os.getpid(), str(os.getuid()), []
+def _live_processes(keep: Any) -> list[int]:
+    """Pids of live processes (zombies excepted, this one too) whose uid line ``keep(uids)`` accepts."""
+    me, found = os.getpid(), []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
@@ -258,68 +263,47 @@ def _others_of_my_uid() -> list[int]:
         except OSError:  # gone meanwhile
             continue
         # /proc/<pid> of a non-dumpable process is owned by root, so its status, not the folder's owner, tells.
-        if fields.get("State", "").strip()[:1] in ("Z", "X"):
-            continue
-        if uid in fields.get("Uid", "").split()[:2]:
+        if fields.get("State", "").strip()[:1] not in ("Z", "X") and keep(fields.get("Uid", "").split()):
             found.append(int(name))
     return found
 
 
 def _kill_my_uid(deadline_s: float = 5.0) -> None:
     """SIGKILL every other process of this uid (kill(-1) spares this process and PID 1) until none is left."""
+    uid = str(os.getuid())
     deadline = time.monotonic() + deadline_s
     while True:
         try:  # noqa: SIM105 - importing contextlib would cost every start of this file 1 ms
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:  # ESRCH: nothing this uid may signal
             pass
-        left = _others_of_my_uid()
+        left = _live_processes(lambda uids: uid in uids)
         if not left:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"processes of uid {os.getuid()} survived SIGKILL: {left[:10]}")
+            raise RuntimeError(f"processes of uid {uid} survived SIGKILL: {left[:10]}")
         time.sleep(0.002)
 
 
-def _empty(folder: str) -> None:
-    """Remove everything inside ``folder`` this uid may remove, making its own folders writable first."""
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.stat(follow_symlinks=False).st_uid == os.getuid():
-                    os.chmod(entry.path, 0o700)  # a folder made unreadable or read-only by its owner
-                _empty(entry.path)
-                os.rmdir(entry.path)
-            else:
-                os.unlink(entry.path)
-        except OSError:  # another uid's (root's) entry, or a mount point: not ours to remove
-            pass
-
-
-def _remove_ipc() -> None:
-    """Remove the SysV shared memory segments, message queues and semaphore sets this uid owns or created."""
-    uid, found = os.getuid(), []
+def _ipc_objects(mine: bool) -> list[tuple[str, int]]:
+    """SysV IPC objects (kind, id): this uid's (owner or creator) when ``mine``, else all of them."""
+    uid, found = str(os.getuid()), []
     for kind in _IPC_KINDS:
-        try:
-            with open(f"/proc/sysvipc/{kind}") as handle:
-                header, *rows = [line.split() for line in handle]
-        except OSError:
-            continue
+        with open(f"/proc/sysvipc/{kind}") as handle:
+            header, *rows = [line.split() for line in handle]
         for row in rows:
             values = dict(zip(header, row, strict=False))
-            if str(uid) in (values.get("uid"), values.get("cuid")):
-                found.append((kind, int(values[header[1]])))
-    if not found:
-        return
+            if not mine or uid in (values.get("uid"), values.get("cuid")):
+                found.append((kind, int(row[1])))
+    return found
+
+
+def _remove_ipc(objects: list[tuple[str, int]]) -> None:
     import ctypes  # only when there is something to remove: importing it costs milliseconds
 
     libc = ctypes.CDLL(None, use_errno=True)
     ipc_rmid = 0
-    for kind, ident in found:
+    for kind, ident in objects:
         if kind == "shm":
             libc.shmctl(ident, ipc_rmid, None)
         elif kind == "msg":
@@ -328,24 +312,61 @@ def _remove_ipc() -> None:
             libc.semctl(ident, 0, ipc_rmid, 0)
 
 
+def _spawn(argv: list[str]) -> int:
+    pid = os.posix_spawn(argv[0], argv, {})
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
 def wipe() -> None:
-    """Leave nothing of an earlier run of this uid: its processes, its files in the writable folders, its IPC."""
+    """Remove everything an episode left in its container, as the harness's uid, once it ended: kill every other
+    process of the uid, delete its files in the writable folders, remove its SysV IPC objects; raise on any failure.
+
+    Files go with ``find -delete`` (after ``chmod -R u+rwx`` of each folder in them, as the harness may lock its own
+    folders), which walk by file descriptor: no depth of folders defeats them. Run by the Docker backend right after
+    a clean episode, then checked by ``check`` as root.
+    """
     _kill_my_uid()
-    for folder in WIPE_FOLDERS:
-        _empty(folder)
-    _remove_ipc()
+    objects = _ipc_objects(mine=True)
+    if objects:
+        _remove_ipc(objects)
+    folders = [folder for folder in RECLAIM_FOLDERS if os.path.isdir(folder)]
+    # Folders only: chmod follows a symbolic link named on its command line. Its own failures show in find's.
+    _spawn([_FIND, *folders, "-xdev", "-mindepth", "1", "-maxdepth", "1", "-type", "d", "-exec", _CHMOD, "-R",
+            "u+rwx", "{}", "+"])
+    code = _spawn([_FIND, *folders, "-xdev", "-mindepth", "1", "-delete"])
+    if code != 0:
+        raise RuntimeError(f"find -delete exited with {code}")
+
+
+def check() -> list[str]:
+    """What an ended episode left in its container (empty: nothing), as root sees it; the harness's uid can neither
+    signal nor trace this process, so it cannot change the answer."""
+    problems = [f"process {pid} is still alive" for pid in _live_processes(lambda uids: uids != ["0"] * 4)]
+    if not problems:  # with no process of the harness left, nothing can appear during the look
+        for folder in RECLAIM_FOLDERS:
+            if os.path.isdir(folder):
+                problems.extend(f"{folder}/{name} is left" for name in os.listdir(folder)[:10])
+        problems.extend(f"SysV {kind} {ident} is left" for kind, ident in _ipc_objects(mine=False))
+    return problems
 
 
 def main(argv: list[str]) -> int:
     """Speak protocol v1 on stdio; always ends with the process exiting, whatever the harness left running."""
     args = argv[1:]
-    if args[:1] == ["--wipe"]:
-        args = args[1:]
+    if args[:1] in (["--wipe"], ["--check"]):
         try:
+            if args[0] == "--check":
+                problems = check()
+                print("\n".join(problems) if problems else "clean", flush=True)
+                os._exit(0)
+            if not (os.access(_FIND, os.X_OK) and os.access(_CHMOD, os.X_OK)):
+                print(f"{_FIND} or {_CHMOD} is missing\n{WIPE_UNAVAILABLE}", flush=True)
+                os._exit(6)
             wipe()
+            print("wiped", flush=True)
+            os._exit(0)
         except BaseException:
-            print(_note(_format_exc()), file=sys.stderr)
-            sys.stderr.flush()
+            print(_note(_format_exc()), file=sys.stderr, flush=True)
             os._exit(5)
     bundle_dir = args[0] if args else "/harness"
     _take_over_stdio()
