@@ -17,3 +17,9 @@ from __future__ import annotations
 
 class Fatal(Exception):
     """A systemic fault: the run stops (completed steps stay checkpointed and can be resumed)."""
+
+
+class InfrastructureFault(Exception):
+    """The trusted side lost what an episode runs on (a task container vanished, the daemon failed) while grading or
+    acting: the episode ends as ``infrastructure_error`` and is retried. Never raised for anything the agent's own
+    actions decide; a benchmark raises it only after telling the two apart."""

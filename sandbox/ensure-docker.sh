@@ -60,6 +60,10 @@ quota_root() {
         fi
         as_root mkdir -p "$data_root" && as_root mount -o loop "$disk_file" "$data_root" || return 1
     fi
+    # The storage driver sets qgroup limits, but a filesystem whose quota accounting was never enabled (or is
+    # inconsistent) does not enforce them: enable it and rescan, which is quick on a fresh filesystem.
+    as_root btrfs quota enable "$data_root" >/dev/null 2>&1 && as_root btrfs quota rescan -w "$data_root" >/dev/null 2>&1 \
+        || return 1
     daemon_args=(--data-root "$data_root" --storage-driver btrfs)
     echo "ensure-docker: data root $data_root on btrfs ($disk_file): task containers get a disk quota"
 }

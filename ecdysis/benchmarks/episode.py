@@ -36,6 +36,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ecdysis.errors import InfrastructureFault
 from ecdysis.protocols import EpisodeEnvironment, EpisodeRequest, LLMClient, SandboxBackend
 from ecdysis.records import Role, TerminationReason, TokenUsage, ToolCall, Trajectory
 
@@ -266,6 +267,10 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
             if reason.is_normal_stop:
                 try:
                     reward, breakdown = env.grade(reason, episode.messages)
+                except InfrastructureFault as exc:  # the grader lost the environment, not the harness's doing
+                    log.warning("grading %s lost its environment", trajectory_id, exc_info=True)
+                    reason = TerminationReason.INFRASTRUCTURE_ERROR
+                    error = f"grading failed: {type(exc).__name__}: {exc}"
                 except Exception as exc:  # the grade runs on the harness's own actions: what they raise is theirs
                     log.warning("grading %s failed on the harness's actions", trajectory_id, exc_info=True)
                     reason, error = TerminationReason.HARNESS_ERROR, f"grading failed: {type(exc).__name__}: {exc}"
