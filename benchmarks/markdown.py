@@ -329,7 +329,7 @@ def _sandbox(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
              "to the runtime's `ready`. Docker: *cold_start* is a new container (with reuse on: create and start "
              "the container's idle holder, then exec the runtime in it); *cold_start_attach* a new container whose "
              "own process is the runtime (`reuse_episodes: 1`, the previous design); *reused_start* an exec in the "
-             "container of the previous episode, after the runtime's wipe of what that episode left: what every "
+             "container of the previous episode, wiped and checked when that episode ended: what every "
              "episode but a container's first pays, and the judged figure. Then a warm-pool acquire and the protocol "
              "round trip.", "",
              "| backend | measure | median ms | p90 ms | min ms |", "|---|---|---:|---:|---:|"]
