@@ -40,15 +40,15 @@ test: setup sandbox-ready
 	exit $$rc
 
 lint: setup
-	$(VENV)/bin/ruff check ecdysis benchmarks tests
-	$(VENV)/bin/mypy ecdysis benchmarks
+	$(VENV)/bin/ruff check ecdysis perf tests
+	$(VENV)/bin/mypy ecdysis perf
 
 demo: setup sandbox-ready
 	$(VENV)/bin/ecdysis demo
 
 # Sections 5 and 6 (and the OS half of 8) need the Docker engine and the sandbox image.
 bench: setup sandbox-ready
-	$(PY) -m benchmarks
+	$(PY) -m perf
 
 # The multi-node cluster in containers (cluster/local-cluster.sh): builds the node and S3 images, brings the cluster
 # up, runs the end-to-end fault tests against it, and takes it down again (about 15 minutes here).
@@ -58,4 +58,4 @@ cluster-test: setup sandbox-ready
 
 # Rollouts per minute on the container cluster with 1 worker node against 2 (same latency server and tasks).
 cluster-bench: setup sandbox-ready
-	@rc=0; $(PY) -m benchmarks.cluster_throughput $(ARGS) || rc=$$?; bash cluster/local-cluster.sh down; exit $$rc
+	@rc=0; $(PY) -m perf.cluster_throughput $(ARGS) || rc=$$?; bash cluster/local-cluster.sh down; exit $$rc

@@ -8,7 +8,7 @@
 | benchmark     | `Benchmark`           | `ecdysis.benchmarks` tau2, refund-desk, agentbench-db/-os |
 | one episode   | `EpisodeEnvironment`  | each benchmark's trusted side of one episode             |
 | diagnosis     | `Diagnoser`           | `ecdysis.evolution` batch, SE, FDCR (via the method registry) |
-| coding agent  | `CodingAgent`         | `ecdysis.evolution.coding` builtin / CLI                 |
+| coding agent  | `CodingAgent`         | `ecdysis.coders.builtin_agent` builtin / CLI                 |
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ if _agentbench_data is not None:
 def s3_endpoint() -> Iterator[str]:
     """One real S3-compatible HTTP server (moto) on loopback for the whole session, its endpoint and fake
     credentials exported for child processes and Ray workers."""
-    from ecdysis.testing.s3 import moto_s3_environment
+    from tests.services.s3 import moto_s3_environment
 
     with moto_s3_environment() as endpoint:
         yield endpoint
@@ -39,7 +39,7 @@ def s3_endpoint() -> Iterator[str]:
 @pytest.fixture
 def s3_bucket(s3_endpoint: str) -> str:
     """A fresh, empty bucket for one test."""
-    from ecdysis.testing.s3 import create_bucket
+    from tests.services.s3 import create_bucket
 
     return create_bucket(s3_endpoint)
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ecdysis.cli.main import app
 from ecdysis.records import FailureRecord, RoundResult, RunManifest, TerminationReason
 from ecdysis.store import ArtifactStore
-from ecdysis.testing.s3 import TEST_CREDENTIALS
+from tests.services.s3 import TEST_CREDENTIALS
 
 runner = CliRunner()
 
@@ -152,7 +152,7 @@ def test_runs_watch_and_export_mlflow_refuse_bad_input(tmp_path: Path) -> None:
 
 def test_export_mlflow_to_a_dead_server_fails_naming_it(tmp_path: Path) -> None:
     pytest.importorskip("mlflow")
-    from ecdysis.testing.mlflow_server import free_port
+    from tests.services.mlflow_server import free_port
 
     _populate(ArtifactStore(tmp_path))
     dead = f"http://127.0.0.1:{free_port()}"

@@ -2,7 +2,7 @@
 
 | type       | what edits the bundle copy                                             |
 |------------|------------------------------------------------------------------------|
-| builtin    | the in-process tool loop (:mod:`ecdysis.evolution.coding`)             |
+| builtin    | the in-process tool loop (:mod:`ecdysis.coders.builtin_agent`)             |
 | opencode   | OpenCode 1.18.33 in a no-network bubblewrap sandbox (:mod:`.opencode`) |
 | aider      | aider 0.86.2 in a no-network bubblewrap sandbox (:mod:`.aider`)        |
 

@@ -1,4 +1,4 @@
-"""``training.coder: {type: builtin}``: the in-process tool loop of :mod:`ecdysis.evolution.coding`."""
+"""``training.coder: {type: builtin}``: the in-process tool loop of :mod:`ecdysis.coders.builtin_agent`."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class BuiltinCoderConfig(BaseModel):
 
     def build(self, llm: LLMClient, model: str, backend: SandboxBackend | None) -> CodingAgent:
         """The agent this config describes."""
-        from ecdysis.evolution.coding import BuiltinCodingAgent
+        from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 
         return BuiltinCodingAgent(llm, model, backend, max_turns=self.max_turns,
                                   selftest_timeout_s=self.selftest_timeout_s)

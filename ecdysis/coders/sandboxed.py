@@ -6,7 +6,7 @@ folder, a control folder at ``/ecdysis`` (the relay, the prompt, the CLI's confi
 made-up ``/etc`` (a passwd entry, ``localhost``). Writable: the bundle copy at ``/work/bundle`` (the working folder),
 and a fresh HOME (XDG folders inside) and ``/tmp`` that are thrown away after the run. No host home, no ``/etc``, no
 store, no provider key: the CLI's one way out is ``cli_relay.py`` (127.0.0.1:PORT → the socket) to a
-:class:`~ecdysis.evolution.gateway_proxy.GatewayProxy`, which answers through our gateway as ``role=CODER``.
+:class:`~ecdysis.coders.gateway_proxy.GatewayProxy`, which answers through our gateway as ``role=CODER``.
 
 The agent's report is not trusted: the result is the bundle as the run left it (the training loop diffs, validates
 and evaluates it like the built-in agent's). A run that times out or crashes, or that leaves a link or anything but
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ecdysis.evolution.gateway_proxy import GatewayProxy
-from ecdysis.evolution.prompts import render
+from ecdysis.coders.gateway_proxy import GatewayProxy
+from ecdysis.coders.prompts import render
 from ecdysis.harness import file_names as bundle_files
 from ecdysis.protocols import LLMClient
 from ecdysis.records import ModificationSpec, Role
@@ -46,7 +46,7 @@ from ecdysis.sandbox.keyrings import filter_fd
 from ecdysis.sandbox.launch import command as launcher
 from ecdysis.sandbox.spawner import spawner
 
-RELAY_SOURCE = Path(__file__).resolve().parents[1] / "evolution" / "cli_relay.py"
+RELAY_SOURCE = Path(__file__).resolve().parent / "cli_relay.py"
 RELAY_PORT = 8765
 WORKDIR = "/work/bundle"
 CONTROL = "/ecdysis"

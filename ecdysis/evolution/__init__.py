@@ -4,15 +4,15 @@ acceptance and the checkpointed training loop.
 >>> from ecdysis.evolution import LoopSettings, TrainingLoop, METHODS, BuiltinCodingAgent   # doctest: +SKIP
 """
 
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent, BundleWorkspace
+from ecdysis.coders.gateway_proxy import GatewayProxy
 from ecdysis.evolution.acceptance import AcceptancePolicy, Decision, StrictImprovement
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, LoopSettings
-from ecdysis.evolution.coding import BuiltinCodingAgent, BundleWorkspace
 from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
 from ecdysis.evolution.failures import failures_from, trim_for_context
-from ecdysis.evolution.gateway_proxy import GatewayProxy
 from ecdysis.evolution.loop import TrainingLoop, TrainingResult, score
 from ecdysis.evolution.methods import METHODS, DiagnoserParts, EvolutionMethod, method
-from ecdysis.evolution.validation import ValidationResult, check_bundle, run_selftest, validate_bundle
+from ecdysis.harness.validation import ValidationResult, check_bundle, run_selftest, validate_bundle
 
 __all__ = [
     "METHODS",

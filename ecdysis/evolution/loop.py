@@ -46,7 +46,7 @@ from ecdysis.evolution.checkpoints import (
 )
 from ecdysis.evolution.failures import failures_from
 from ecdysis.evolution.methods import method
-from ecdysis.evolution.validation import ValidationResult, validate_bundle
+from ecdysis.harness.validation import ValidationResult, validate_bundle
 from ecdysis.protocols import CodingAgent, Diagnoser, EventSink, LLMClient, SandboxBackend, Store
 from ecdysis.records import EventKind, FailureRecord, HarnessVersion, Phase, PhaseStats, RoundResult, Trajectory
 

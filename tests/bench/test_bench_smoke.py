@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m benchmarks --quick``: every section runs at tiny size against the real parts (Ray,
+"""Smoke test of ``python -m perf --quick``: every section runs at tiny size against the real parts (Ray,
 sandboxes, litellm, the loopback latency server, ``tau2 run``) and its figures are well-formed. No timing asserts."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.suite import SECTIONS, main
 from ecdysis.testing.tau2_replies import known_tasks, reply
+from perf.suite import SECTIONS, main
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from benchmarks.rollout_bench import steady_rate
 from ecdysis.llm import Gateway, GatewayConfig
 from ecdysis.llm.config import ModelConfig
 from ecdysis.testing.stub_server import StubServer
+from perf.rollout_bench import steady_rate
 
 
 def test_two_slots_of_ten_second_episodes_run_at_the_ideal_rate_between_ramp_and_drain() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.markdown import _tau2
+from perf.markdown import _tau2
 
 
 def _run(latency_s: float, ours_per_min: float, ideal_per_min: float, theirs_per_min: float) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """How the benchmarks size rollout workers: one per core, more where a worker would handle more model calls a second
-than :data:`benchmarks.rollout_bench.CALLS_PER_WORKER_S`."""
+than :data:`perf.rollout_bench.CALLS_PER_WORKER_S`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from benchmarks import rollout_bench
 from ecdysis.testing.latency import LatencyServer
+from perf import rollout_bench
 
 
 @pytest.mark.parametrize(("latency_s", "cap"), [(0.5, 16), (2.0, 64), (5.0, 64), (0.01, 1)])

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
-from ecdysis.evolution.coding import BuiltinCodingAgent
 from ecdysis.llm import Gateway
 from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
 from ecdysis.records import Trajectory
 from ecdysis.sandbox import ProcessSandboxConfig, make_backend
 from ecdysis.store import ArtifactStore
-from ecdysis.testing.s3 import create_bucket
+from tests.services.s3 import create_bucket
 
 SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
 REFUND_DESK = RefundDeskBenchmark()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ecdysis.benchmarks.refund_desk.scripted import FIX_MARKER, FIXES
-from ecdysis.evolution.coding import BuiltinCodingAgent, BundleWorkspace, ToolError
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent, BundleWorkspace, ToolError
 from ecdysis.harness import copy_bundle
 from ecdysis.llm import Gateway
 from ecdysis.protocols import SandboxBackend

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from ecdysis.evolution.gateway_proxy import GatewayProxy
+from ecdysis.coders.gateway_proxy import GatewayProxy
 from ecdysis.llm import Gateway
-from ecdysis.testing.s3 import free_port
+from tests.services.s3 import free_port
 
 ECHO = "scripted/ecdysis.testing.evolution:echo"
 CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder"
@@ -100,7 +100,7 @@ def test_bad_requests_get_clear_errors(gateway: Gateway) -> None:
 def test_relay_reaches_the_proxy_on_a_unix_socket(gateway: Gateway, tmp_path: Path) -> None:
     socket_path = tmp_path / "proxy.sock"
     port = free_port()
-    relay_source = Path(__file__).parents[2] / "ecdysis" / "evolution" / "cli_relay.py"
+    relay_source = Path(__file__).parents[2] / "ecdysis" / "coders" / "cli_relay.py"
     with GatewayProxy(gateway, ECHO, unix_socket=socket_path):
         relay = subprocess.Popen([sys.executable, str(relay_source), str(port), str(socket_path)],
                                  stdout=subprocess.PIPE, text=True)

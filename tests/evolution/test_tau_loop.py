@@ -9,8 +9,8 @@ import pytest
 
 from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
 from ecdysis.benchmarks.tau2.scripted import REPEAT_MARKER
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
-from ecdysis.evolution.coding import BuiltinCodingAgent
 from ecdysis.llm import Gateway
 from ecdysis.protocols import EpisodeRequest, SandboxBackend
 from ecdysis.records import Task, Trajectory

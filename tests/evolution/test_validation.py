@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ecdysis.evolution.validation import check_bundle, validate_bundle
 from ecdysis.harness import harness_hash
+from ecdysis.harness.validation import check_bundle, validate_bundle
 from ecdysis.protocols import SandboxBackend
 from ecdysis.sandbox import DockerSandboxConfig, docker_available, make_backend
 

@@ -106,7 +106,7 @@ def test_unknown_runs_and_benchmarks_without_an_official_format_are_refused(tmp_
 
 
 def test_grading_bench_times_a_stored_run_by_kind(scripted_run: tuple[Path, str]) -> None:
-    from benchmarks.grading_bench import run_stored
+    from perf.grading_bench import run_stored
 
     store, run = scripted_run
     figures = run_stored(str(store), run)["airline"]

@@ -18,7 +18,7 @@ from ecdysis.rollouts.worker import RolloutWorker
 from ecdysis.sandbox import DockerSandboxConfig, ProcessSandboxConfig, RegistryError, docker_available
 from ecdysis.sandbox.images import IMAGE_REPOSITORY
 from ecdysis.store import ArtifactStore
-from ecdysis.testing.registry import manifest_digest, registry_binary, registry_server, registry_tags
+from tests.services.registry import manifest_digest, registry_binary, registry_server, registry_tags
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TEST_LABELS = {"ecdysis.test": "harness-distribution"}

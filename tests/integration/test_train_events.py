@@ -24,7 +24,7 @@ import yaml
 from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
 from ecdysis.records import EventKind, HarnessVersion, Phase, Role, RunEvent
 from ecdysis.store import ArtifactStore
-from ecdysis.testing.mlflow_server import free_port, mlflow_server
+from tests.services.mlflow_server import free_port, mlflow_server
 
 pytest.importorskip("mlflow")
 

@@ -18,7 +18,7 @@ from integration_support import GOLD, USER, requests_for
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 from ecdysis.rollouts.warm import NAMESPACE, warm_workers
 from ecdysis.store import ArtifactStore
-from ecdysis.testing.standing_ray import StandingRay
+from tests.services.standing_ray import StandingRay
 
 pytestmark = pytest.mark.slow
 

@@ -65,7 +65,7 @@ def test_unknown_run_is_a_clear_error(built: Built, tmp_path: Path) -> None:
 @pytest.fixture
 def s3_uri(s3_endpoint: str) -> str:
     """A fresh bucket on the session's moto S3 server."""
-    from ecdysis.testing.s3 import create_bucket
+    from tests.services.s3 import create_bucket
 
     return f"s3://{create_bucket(s3_endpoint, 'report')}/runs"
 

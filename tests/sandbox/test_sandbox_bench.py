@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from benchmarks.sandbox_bench import run
 from ecdysis.sandbox import docker_available
+from perf.sandbox_bench import run
 
 
 def test_benchmark_reports_all_figures() -> None:

@@ -20,7 +20,7 @@ from ecdysis.store import (
     open_backend,
     parse_store_uri,
 )
-from ecdysis.testing.s3 import free_port
+from tests.services.s3 import free_port
 
 RecordFactory = Callable[[str, int, str, int, str], Record]
 

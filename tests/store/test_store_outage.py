@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from ecdysis.store import ArtifactStore, EndpointUnreachableError, open_backend, s3
-from ecdysis.testing.s3 import TEST_CREDENTIALS, create_bucket, free_port
+from tests.services.s3 import TEST_CREDENTIALS, create_bucket, free_port
 
 pytestmark = pytest.mark.s3
 

@@ -60,8 +60,8 @@ def test_a_new_method_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch, tmp
 
     from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
     from ecdysis.cli.main import app
+    from ecdysis.coders.builtin_agent import BuiltinCodingAgent
     from ecdysis.config import parse_config
-    from ecdysis.evolution.coding import BuiltinCodingAgent
     from ecdysis.evolution.methods import DiagnoserParts
     from ecdysis.llm import Gateway
     from ecdysis.protocols import EpisodeRequest

@@ -1,12 +1,10 @@
-"""Prompt templates, shipped as ``*.md`` files beside this module (``$name`` placeholders)."""
+"""The diagnosis prompt templates, shipped as ``*.md`` files beside this module (``$name`` placeholders)."""
 
 from __future__ import annotations
 
-from importlib import resources
-from string import Template
+from ecdysis.templates import render_template
 
 
 def render(name: str, **values: object) -> str:
     """The template ``<name>.md`` with ``values`` substituted; a missing value raises KeyError."""
-    text = resources.files(__name__).joinpath(f"{name}.md").read_text(encoding="utf-8")
-    return Template(text).substitute({key: str(value) for key, value in values.items()})
+    return render_template(__name__, name, **values)

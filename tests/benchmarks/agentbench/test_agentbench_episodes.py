@@ -145,8 +145,8 @@ def test_training_fixes_the_recurring_flaw(tmp_path: Path, backend: Any, gateway
     """ecdysis on DBBench dev tasks: every episode of text_answer_agent fails under the human seed; the scripted
     diagnoser and coder add the reminder; the candidate scores 1.0 and is accepted."""
     _needs("agentbench-db")
+    from ecdysis.coders.builtin_agent import BuiltinCodingAgent
     from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
-    from ecdysis.evolution.coding import BuiltinCodingAgent
     from ecdysis.llm import Gateway
     from ecdysis.store import ArtifactStore
 

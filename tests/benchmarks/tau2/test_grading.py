@@ -260,7 +260,7 @@ def test_premature_endings_score_zero_and_communicate_is_checked(airline: TauDom
 
 
 def test_grading_bench_reports_figures_per_kind() -> None:
-    from benchmarks.grading_bench import KINDS, run
+    from perf.grading_bench import KINDS, run
 
     figures = run(n_tasks=2, domains=("retail",))["retail"]
     assert set(figures) == {*KINDS, "all"}

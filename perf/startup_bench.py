@@ -39,8 +39,8 @@ def ray_init_s(repeats: int = 3) -> float:
 def to_first_episode(tasks: tuple[str, ...] = ("7",)) -> dict[str, Any]:
     """On the running Ray: seconds from creating a pool of 2 workers until its workers are ready and until the first
     episode starts (the latency server answers at once)."""
-    from benchmarks import rollout_bench
     from ecdysis.testing.latency import LatencyServer
+    from perf import rollout_bench
 
     with LatencyServer(0.0) as server, tempfile.TemporaryDirectory(prefix="ecdysis-startup-") as folder:
         settings = rollout_bench.settings_for(server, 2, folder, "process")
@@ -50,9 +50,9 @@ def to_first_episode(tasks: tuple[str, ...] = ("7",)) -> dict[str, Any]:
 def first_episode_with(settings_json: str, tasks: tuple[str, ...] = ("7",)) -> dict[str, Any]:
     """On the connected Ray, with these rollout settings: seconds until the pool's workers are ready and until the
     first episode starts, and the workers' process ids."""
-    from benchmarks import rollout_bench
     from ecdysis.rollouts import RolloutPool, RolloutSettings
     from ecdysis.store import ArtifactStore
+    from perf import rollout_bench
 
     settings = RolloutSettings.model_validate_json(settings_json)
     requests = rollout_bench.requests_for(list(tasks), 1, settings, run_id=f"startup-{time.time_ns()}")
@@ -75,7 +75,7 @@ started = time.perf_counter()
 from ecdysis.ray_env import ensure_ray
 ensure_ray(sys.argv[1])
 joined = time.perf_counter() - started
-from benchmarks.startup_bench import first_episode_with
+from perf.startup_bench import first_episode_with
 print(json.dumps({"join_s": joined, **first_episode_with(sys.stdin.read())}))
 """
 
@@ -86,9 +86,9 @@ def standing_cluster() -> dict[str, Any]:
     episode."""
     from pathlib import Path
 
-    from benchmarks import rollout_bench
     from ecdysis.testing.latency import LatencyServer
-    from ecdysis.testing.standing_ray import StandingRay
+    from perf import rollout_bench
+    from tests.services.standing_ray import StandingRay
 
     repo = str(Path(__file__).resolve().parents[1])
     with LatencyServer(0.0) as server, tempfile.TemporaryDirectory(prefix="ecdysis-startup-") as folder, \

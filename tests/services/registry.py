@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ecdysis.testing.processes import stop_process
-from ecdysis.testing.s3 import free_port
+from tests.services.s3 import free_port
 
 START_TIMEOUT_S = 30.0
 BINARY = "docker-registry"

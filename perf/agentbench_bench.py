@@ -17,9 +17,9 @@ from typing import Any
 
 import psutil
 
-from benchmarks.cpu import CpuMeter
 from ecdysis.benchmarks.agentbench.scripted import latency_servable
 from ecdysis.testing.latency import LatencyServer
+from perf.cpu import CpuMeter
 
 REPLY = "ecdysis.benchmarks.agentbench.scripted:latency_reply"
 

@@ -11,7 +11,7 @@ Synthetic trajectories per task: the gold actions, the gold with the first write
 every write done twice, and the gold's reads alone. :func:`run_stored` times the trajectories of a real stored run
 instead, kind by kind and as the run's own mix (the only mix worth quoting).
 
-Run ``python -m benchmarks.grading_bench [n_tasks]`` for a table, or ``python -m benchmarks.grading_bench --store URI
+Run ``python -m perf.grading_bench [n_tasks]`` for a table, or ``python -m perf.grading_bench --store URI
 --run RUN`` for a stored run. Our figures are for a warm process (gold hashes cached, as in a run); τ²'s always
 reload the DB from disk.
 """

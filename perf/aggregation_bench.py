@@ -3,7 +3,7 @@
 Each round is :func:`ecdysis.testing.aggregation.planted_failures`: a known number of recurring patterns (each over
 many tasks and both task models) plus one-off noise (a fifth of the records). The real ``ecdysis`` diagnoser
 (:data:`ecdysis.evolution.methods.METHODS`) diagnoses it through the real gateway, every model on the loopback
-latency server with section 1's profile (:data:`benchmarks.training_bench.LATENCY_PROFILE`; the ``aggregator``
+latency server with section 1's profile (:data:`perf.training_bench.LATENCY_PROFILE`; the ``aggregator``
 costs what a diagnosis costs). Measured per size: the path taken (plain prompt or aggregated), group and
 aggregator-call counts, the diagnosis prompt's characters, the share of planted patterns whose signature reaches
 that prompt, and the modification phase's wall time (aggregation + diagnosis; the one coding session of the round
@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.training_bench import LATENCY_PROFILE
 from ecdysis.testing.latency import LatencyServer
+from perf.training_bench import LATENCY_PROFILE
 
 SIZES = (20, 200, 2_000)
 PATTERNS = 8
@@ -106,7 +106,7 @@ def _se_single(gateway: Any, method: Any, parts_cls: Any, harness: Any, patterns
 def markdown(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     """The section's BENCHMARKS.md lines and whether its targets were met."""
     rows = fig["rows"]
-    lines = [f"`benchmarks.aggregation_bench`. Planted rounds: {fig['patterns']} recurring patterns (each over many "
+    lines = [f"`perf.aggregation_bench`. Planted rounds: {fig['patterns']} recurring patterns (each over many "
              "tasks and both task models) plus one-off noise (a fifth of the records); the `ecdysis` diagnoser with "
              f"a {fig['prompt_budget_chars']:,}-character prompt budget ({fig['evidence_budget_chars']:,} for "
              "evidence), every model on the latency server (diagnosis and aggregator calls "

@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.training_bench import LATENCY_PROFILE, WORKLOADS, default_tasks, run_config
 from ecdysis.testing.latency import LatencyServer
+from perf.training_bench import LATENCY_PROFILE, WORKLOADS, default_tasks, run_config
 
 
 def heldout_tasks(n: int, exclude: Sequence[str], seed: int = 0) -> list[str]:
@@ -79,7 +79,7 @@ def _train_and_test(server: LatencyServer, label: str, tasks: list[str], folder:
 
 def markdown(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     """The section's BENCHMARKS.md lines (no target: the figures are the paper's comparison)."""
-    lines = [f"`benchmarks.selection_bench`. Workload `{fig['workload']}`, `ecdysis`, at most {fig['max_rounds']} "
+    lines = [f"`perf.selection_bench`. Workload `{fig['workload']}`, `ecdysis`, at most {fig['max_rounds']} "
              f"rounds, latency server at {fig['latency_s']:g} s per chat turn (section 1's profile). `all`: the "
              f"{len(fig['pool'])} training tasks; `novelty`: {fig['k']} of them by `ecdysis select --strategy "
              "novelty` on the `all` run's round-0 failures; `random-s`: a seeded draw of as many. Held-out: "

@@ -1,5 +1,5 @@
 """Rollouts per minute on the container cluster with 1 worker node against 2, side by side in one run:
-``python -m benchmarks.cluster_throughput`` (``make cluster-bench``; brings the cluster up and down).
+``python -m perf.cluster_throughput`` (``make cluster-bench``; brings the cluster up and down).
 
 Both runs evaluate the same tasks through the same latency server (``local-cluster.sh llm-server``), on worker
 containers with the same Ray CPUs (one rollout worker actor per CPU, the same episodes per worker), so the only
@@ -89,7 +89,7 @@ def measure(tasks: int, trials: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster_throughput")
+    parser = argparse.ArgumentParser(prog="python -m perf.cluster_throughput")
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=8, help="episodes at once per worker node")

@@ -21,8 +21,8 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.cpu import CpuMeter, RssSampler
 from ecdysis.testing.latency import LatencyServer
+from perf.cpu import CpuMeter, RssSampler
 
 DEFAULT_TASKS = ("1", "2", "4", "5", "7", "10", "12", "13")
 """Airline tasks the stub attributes unambiguously, with 1–4 gold actions (short and long episodes mixed)."""

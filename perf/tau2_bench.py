@@ -99,7 +99,7 @@ def run(latency_s: float, *, tasks: list[str], episodes: int, concurrency: int =
     n = len(sims)
     steady: dict[str, Any] = {}
     if sims:
-        from benchmarks.rollout_bench import steady_rate
+        from perf.rollout_bench import steady_rate
 
         epoch = min(starts)
         steady = steady_rate([(t - epoch).total_seconds() for t in starts],

@@ -1,6 +1,6 @@
-"""The benchmark suite: sections, sizes (full or ``--quick``), and the command line of ``python -m benchmarks``.
+"""The benchmark suite: sections, sizes (full or ``--quick``), and the command line of ``python -m perf``.
 
-Every section is a plain function returning figures (dicts); :mod:`benchmarks.markdown` turns them into
+Every section is a plain function returning figures (dicts); :mod:`perf.markdown` turns them into
 BENCHMARKS.md. Options: ``--quick`` (small sizes), ``--only SECTION`` (repeatable), ``--out PATH``,
 ``--latency-train S`` / ``--latency-rollout S``, ``--json PATH`` (raw figures).
 """
@@ -109,7 +109,9 @@ def machine() -> dict[str, Any]:
 
 def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Run the chosen sections; a section that fails records its error instead of stopping the others."""
-    from benchmarks import (
+    from benchmarks.preload import start_ray
+
+    from perf import (
         agentbench_bench,
         aggregation_bench,
         grading_bench,
@@ -119,7 +121,6 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         startup_bench,
         training_bench,
     )
-    from benchmarks.preload import start_ray
 
     start_ray()
     tasks = list(rollout_bench.DEFAULT_TASKS)
@@ -164,8 +165,8 @@ def _tau2_side_by_side(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
     """Our rollouts and ``tau2 run``: same tasks, same latency server, same concurrency; steady-state rates (each
     runner's batch long enough for a steady window, see ``Sizes.tau2_ours_episodes``); once at each latency of
     ``tau2_latencies``."""
-    from benchmarks import rollout_bench, tau2_bench
     from ecdysis.testing.latency import LatencyServer
+    from perf import rollout_bench, tau2_bench
 
     runs = []
     for latency in sizes.tau2_latencies:
@@ -179,9 +180,9 @@ def _tau2_side_by_side(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
 
 def _docker_cpu(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
     """CPU per rollout with Docker sandboxes (the process-sandbox figure comes from the tau2 section's batch)."""
-    from benchmarks import rollout_bench
     from ecdysis.sandbox import docker_available
     from ecdysis.testing.latency import LatencyServer
+    from perf import rollout_bench
 
     if not docker_available():
         return {"docker": None, "reason": "no Docker daemon answers"}
@@ -193,9 +194,9 @@ def _docker_cpu(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.markdown import render
+    from perf.markdown import render
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Run the Ecdysis benchmarks.")
+    parser = argparse.ArgumentParser(prog="python -m perf", description="Run the Ecdysis benchmarks.")
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--only", action="append", choices=SECTIONS, help="run only this section (repeatable)")
     parser.add_argument("--out", default="BENCHMARKS.md", help="where to write the report")

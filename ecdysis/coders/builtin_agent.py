@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ecdysis.evolution.prompts import render
-from ecdysis.evolution.validation import run_selftest
+from ecdysis.coders.prompts import render
 from ecdysis.harness import ValidationResult, check_bundle, harness_hash
 from ecdysis.harness import file_names as bundle_files
+from ecdysis.harness.validation import run_selftest
 from ecdysis.protocols import LLMClient, SandboxBackend
 from ecdysis.records import ModificationSpec, Role
 

@@ -1,6 +1,6 @@
 """Sandbox benchmark: start latency (cold, warm pool), protocol round trip, and how many sandboxes run at once.
 
-Run ``python -m benchmarks.sandbox_bench [n]`` for a table, or call :func:`run` for the figures. Targets:
+Run ``python -m perf.sandbox_bench [n]`` for a table, or call :func:`run` for the figures. Targets:
 docker cold start ≤ 300 ms median, a start in a reused container ≤ 150 ms, warm-pool acquire ≤ 20 ms, round trip
 ≤ 1 ms. Docker rows: ``cold_start`` a new container (holder + exec), ``cold_start_attach`` a new container with reuse
 off (``reuse_episodes=1``, the runtime as the container's process), ``reused_start`` an exec in the container of the
