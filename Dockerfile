@@ -16,7 +16,7 @@ LABEL ecdysis.stage=install
 COPY build/image-wheels /wheels
 RUN python3 -m venv --without-pip /opt/venv \
     && /opt/venv/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-index --no-cache-dir --no-compile \
-        --disable-pip-version-check --find-links /wheels ecdysis \
+        --disable-pip-version-check --find-links /wheels 'ecdysis[tau2,agentbench]' \
     && cd /opt/venv/lib/python3.11/site-packages \
     && find . -depth -type d -name tests -exec rm -rf {} + \
     && rm -rf ray/jars litellm/proxy/_experimental/out \

@@ -25,7 +25,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(SETUP_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -e '.[dev,bench,mlflow]'
+	$(PY) -m pip install -e '.[tau2,agentbench,dev,bench,mlflow]'
 	$(PY) -m ecdysis.llm.local_setup
 	touch $@
 

@@ -39,7 +39,7 @@ mkdir -p "$wheels"
 echo "build-image: building wheels for ecdysis $version and its dependencies into $wheels"
 # async-timeout: redis needs it below Python 3.11.3, and Debian bookworm's python3 is 3.11.2 (the host's may be newer,
 # so pip here would leave it out).
-"$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$wheels" . pip async-timeout
+"$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$wheels" ".[tau2,agentbench]" pip async-timeout
 echo "build-image: building $image ($stamped) on $base"
 DOCKER_BUILDKIT=0 docker build -q --build-arg BASE_IMAGE="$base" --build-arg VERSION="$version" \
     --build-arg GIT_COMMIT="$commit" -t "$image" -t "$stamped" . >/dev/null

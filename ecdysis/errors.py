@@ -23,3 +23,21 @@ class InfrastructureFault(Exception):
     """The trusted side lost what an episode runs on (a task container vanished, the daemon failed) while grading or
     acting: the episode ends as ``infrastructure_error`` and is retried. Never raised for anything the agent's own
     actions decide; a benchmark raises it only after telling the two apart."""
+
+
+class MissingExtra(Fatal):
+    """A part of Ecdysis was asked for whose optional packages are not installed; the message names the extra."""
+
+
+def require_extra(module: str, *, extra: str, needed_by: str) -> None:
+    """Import ``module`` or raise :class:`MissingExtra` naming the ``pip install`` that brings it.
+
+    >>> require_extra("json", extra="none", needed_by="a doctest")
+    """
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        raise MissingExtra(f"{needed_by} needs the optional package {module!r}, which is not installed: "
+                           f"pip install 'ecdysis[{extra}]'") from err

@@ -10,7 +10,7 @@ that differs is refused. They are never a dependency: only ``python -m ecdysis.l
 >>> SPLIT_MODELS["qwen-0.5b"].parts
 6
 >>> fetched("qwen-0.5b")                               # doctest: +SKIP
-PosixPath('/root/.cache/ecdysis/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf')
+PosixPath('.../.cache/ecdysis/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf')
 """
 
 from __future__ import annotations

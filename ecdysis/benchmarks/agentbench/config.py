@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from ecdysis.benchmarks.base import BenchmarkSection
+from ecdysis.errors import require_extra
 
 if TYPE_CHECKING:
     from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB, AgentBenchOS
@@ -27,6 +28,7 @@ class AgentBenchDBConfig(_AgentBenchSection):
     """Time limit of one SQL statement of the agent."""
 
     def build(self) -> AgentBenchDB:
+        require_extra("pymysql", extra="agentbench", needed_by="benchmark 'agentbench-db'")
         from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB
 
         return AgentBenchDB(self)

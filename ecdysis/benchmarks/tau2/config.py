@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from ecdysis.benchmarks.base import BenchmarkSection
+from ecdysis.errors import require_extra
 
 if TYPE_CHECKING:
     from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
@@ -23,6 +24,7 @@ class Tau2Config(BenchmarkSection):
         return True
 
     def build(self) -> Tau2Benchmark:
+        require_extra("tau2", extra="tau2", needed_by="benchmark 'tau2'")
         from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
 
         return Tau2Benchmark(self)
