@@ -128,9 +128,9 @@ def reset() -> None:
 
 
 def _ensure_loaded() -> None:
-    if _state["loaded"] or _state["loading"]:
+    if _state["loaded"]:
         return
-    with _lock:
+    with _lock:  # another thread waits here until the load is done; "loading" is this thread registering
         if _state["loaded"] or _state["loading"]:
             return
         _state["loading"] = True

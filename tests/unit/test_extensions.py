@@ -159,6 +159,14 @@ def test_every_kind_has_one_shape_and_the_built_ins() -> None:
                 assert entry.config.model_fields["type"].default == entry.name
 
 
+def test_threads_looking_up_during_the_first_load_all_see_the_built_ins(registry: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        seen = list(pool.map(lambda _: registry.names("method"), range(8)))
+    assert seen == [["se", "ecdysis", "ecdysis-fdcr"]] * 8
+
+
 def test_a_clash_with_a_registered_name_is_refused(registry: Any) -> None:
     class Other(ecdysis.evolution.methods.MethodSection):
         type: str = "ecdysis"
