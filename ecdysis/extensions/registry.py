@@ -35,19 +35,21 @@ LABELS: dict[Kind, str] = {"benchmark": "benchmark", "method": "evolution method
 
 ENTRY_POINT_GROUP = "ecdysis.extensions"
 
-BUILTINS: tuple[str, ...] = (
-    "ecdysis.benchmarks.official:register_extensions",
-    "ecdysis.benchmarks.tau2.config:register_extensions",
-    "ecdysis.benchmarks.refund_desk.config:register_extensions",
-    "ecdysis.benchmarks.agentbench.config:register_extensions",
-    "ecdysis.evolution.methods:register_extensions",
-    "ecdysis.evolution.acceptance:register_extensions",
-    "ecdysis.sandbox.config:register_extensions",
-    "ecdysis.coders.builtin:register_extensions",
-    "ecdysis.coders.opencode:register_extensions",
-    "ecdysis.coders.aider:register_extensions",
-)
-"""The built-in extensions: one registering function per extension folder, in the order ``ecdysis list`` shows."""
+BUILTINS: dict[Kind, tuple[str, ...]] = {
+    "benchmark": ("ecdysis.benchmarks.tau2.config:register_extensions",
+                  "ecdysis.benchmarks.refund_desk.config:register_extensions",
+                  "ecdysis.benchmarks.agentbench.config:register_extensions"),
+    "method": ("ecdysis.evolution.methods:register_extensions",),
+    "acceptance": ("ecdysis.evolution.acceptance:register_extensions",),
+    "sandbox": ("ecdysis.sandbox.config:register_extensions",),
+    "coder": ("ecdysis.coders.builtin:register_extensions", "ecdysis.coders.opencode:register_extensions",
+              "ecdysis.coders.aider:register_extensions"),
+    "exporter": ("ecdysis.benchmarks.official:register_extensions", "ecdysis.benchmarks.tau2.config:register_exporter",
+                 "ecdysis.benchmarks.agentbench.config:register_exporter"),
+}
+"""The built-in extensions: per kind, the registering functions of the folders that provide one, in the order
+``ecdysis list`` shows. A kind's are loaded on its first lookup, so a rollout worker that only looks up a sandbox
+never imports the evolution methods."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,10 @@ class UnknownExtension(ValueError):
 
 _entries: dict[Kind, dict[str, Extension]] = {kind: {} for kind in KINDS}
 _lock = threading.RLock()
-_state = {"loaded": False, "loading": False, "source": "ecdysis"}
+_loaded: set[Kind] = set()
+_loading: set[Kind] = set()
+_state = {"plugins": "no", "source": "ecdysis"}
+"""``plugins``: no | loading | loaded (the entry points); ``source``: who is registering now."""
 
 
 def register(kind: Kind, name: str, summary: str, *, config: type[Any] | None = None,
@@ -84,7 +89,7 @@ def register(kind: Kind, name: str, summary: str, *, config: type[Any] | None = 
     """Add an extension; registering the same name twice with a different config or factory is an error."""
     if kind not in KINDS:
         raise ValueError(f"unknown extension kind {kind!r}; known: {', '.join(KINDS)}")
-    _ensure_loaded()  # the built-ins come first, and a clash with one is caught here
+    _ensure_loaded(kind)  # the built-ins come first, and a clash with one is caught here
     entry = Extension(kind, name, summary, config, factory, covers, str(_state["source"]))
     with _lock:
         known = _entries[kind].get(name)
@@ -96,7 +101,7 @@ def register(kind: Kind, name: str, summary: str, *, config: type[Any] | None = 
 
 def entries(kind: Kind) -> list[Extension]:
     """Every registered extension of ``kind``, in registration order."""
-    _ensure_loaded()
+    _ensure_loaded(kind)
     return list(_entries[kind].values())
 
 
@@ -107,7 +112,7 @@ def names(kind: Kind) -> list[str]:
 
 def lookup(kind: Kind, name: str) -> Extension:
     """The extension ``name`` of ``kind``; :class:`UnknownExtension` lists the known ones."""
-    _ensure_loaded()
+    _ensure_loaded(kind)
     try:
         return _entries[kind][name]
     except KeyError:
@@ -124,25 +129,44 @@ def reset() -> None:
     with _lock:
         for table in _entries.values():
             table.clear()
-        _state["loaded"] = False
+        _loaded.clear()
+        _state["plugins"] = "no"
 
 
-def _ensure_loaded() -> None:
-    if _state["loaded"]:
+def _ensure_loaded(kind: Kind) -> None:
+    if kind in _loaded and _state["plugins"] == "loaded":
         return
-    with _lock:  # another thread waits here until the load is done; "loading" is this thread registering
-        if _state["loaded"] or _state["loading"]:
-            return
-        _state["loading"] = True
-        try:
-            for reference in BUILTINS:
-                _call(_resolve(reference))
-            for point in entry_points(group=ENTRY_POINT_GROUP):
-                _load_entry_point(point)
-            _state["loaded"] = True
-        finally:
-            _state["loading"] = False
-            _state["source"] = "ecdysis"
+    with _lock:  # another thread waits here until the load is done; this thread may re-enter while registering
+        _load_builtins(kind)
+        _load_plugins()
+
+
+def _load_builtins(kind: Kind) -> None:
+    if kind in _loaded or kind in _loading:
+        return
+    _loading.add(kind)
+    source, _state["source"] = _state["source"], "ecdysis"
+    try:
+        for reference in BUILTINS[kind]:
+            _call(_resolve(reference))
+        _loaded.add(kind)
+    finally:
+        _loading.discard(kind)
+        _state["source"] = source
+
+
+def _load_plugins() -> None:
+    if _state["plugins"] != "no":
+        return
+    _state["plugins"] = "loading"
+    try:
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            _load_entry_point(point)
+        _state["plugins"] = "loaded"
+    finally:
+        if _state["plugins"] == "loading":
+            _state["plugins"] = "no"
+        _state["source"] = "ecdysis"
 
 
 def _load_entry_point(point: Any) -> None:

@@ -331,3 +331,20 @@ def test_ecdysis_list_shows_one_kind() -> None:
     assert result.exit_code == 0 and "strict" in result.output and "ecdysis-fdcr" not in result.output
     refused = CliRunner().invoke(app, ["list", "widgets"])
     assert refused.exit_code == 1 and "unknown extension kind 'widgets'" in refused.output
+
+
+def test_a_worker_validating_its_sandbox_imports_no_other_kind() -> None:
+    """Each kind's built-ins load on its first lookup: a rollout worker's sandbox section never drags in the evolution
+    methods or the coding agents."""
+    import json
+    import subprocess
+
+    probe = ("import json, sys\n"
+             "from ecdysis.sandbox.config import SandboxConfig\n"
+             "from pydantic import TypeAdapter\n"
+             "TypeAdapter(SandboxConfig).validate_python({'type': 'process', 'warm_pool': 0})\n"
+             "other = ('ecdysis.evolution', 'ecdysis.coders')\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(other))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True,
+                          cwd=REPO)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -54,13 +54,19 @@ class AgentBenchOSConfig(_AgentBenchSection):
 
 
 def register_extensions() -> None:
-    """Register ``benchmark: {type: agentbench-db}``, ``{type: agentbench-os}`` and their export format."""
-    from ecdysis.benchmarks.official import adapter_loader
+    """Register ``benchmark: {type: agentbench-db}`` and ``{type: agentbench-os}``."""
     from ecdysis.extensions import register
 
     register("benchmark", "agentbench-db", "AgentBench DBBench on a host-local MariaDB", config=AgentBenchDBConfig)
     register("benchmark", "agentbench-os", "AgentBench OS interaction in per-episode task containers",
              config=AgentBenchOSConfig)
+
+
+def register_exporter() -> None:
+    """Register AgentBench's export format (its official results files and evaluator)."""
+    from ecdysis.benchmarks.official import adapter_loader
+    from ecdysis.extensions import register
+
     register("exporter", "agentbench", "upstream's runs.jsonl and overall.json, re-graded by its own checks",
              factory=adapter_loader("ecdysis.benchmarks.agentbench.official"),
              covers=("agentbench-db", "agentbench-os"))
