@@ -3,8 +3,8 @@ agents and exporters, each an :class:`Extension` found by ``(kind, name)``.
 
 Built-in extensions register themselves from their own folders (each listed once in :data:`BUILTINS`); a package
 installed beside Ecdysis registers through the entry-point group ``ecdysis.extensions``, whose value is a callable
-that registers (``my_pkg.plugin:register``) or a module whose import registers. Both are loaded once, on the first
-lookup.
+that registers (``my_pkg.plugin:register``) or a module whose import registers. A kind's built-ins load on its first
+lookup, the entry points once, on the first lookup of any kind (in each process: Ray workers load their own).
 
 >>> lookup("method", "ecdysis-fdcr").summary
 'batch aggregation refined by Analyst, Critic and Engineer, then a Moderator'
