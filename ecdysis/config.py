@@ -21,7 +21,7 @@ from pydantic_core import PydanticCustomError
 from ecdysis.benchmarks import BenchmarkConfig
 from ecdysis.coders import BuiltinCoderConfig, CoderConfig
 from ecdysis.evolution.acceptance import AcceptanceConfig, StrictAcceptance
-from ecdysis.evolution.methods import BatchMethod, FDCRMethod, MethodConfig
+from ecdysis.evolution.methods import BatchMethod, MethodConfig
 from ecdysis.llm.config import GatewayConfig
 from ecdysis.records import stable_hash
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
@@ -122,10 +122,10 @@ class TrainingConfig(Section):
             return data
         data = dict(data)
         passes = data.pop("fdcr_passes")
-        chosen = data.get("method", BatchMethod().type)
-        if isinstance(chosen, str) and chosen == FDCRMethod().type:
+        chosen = data.get("method")
+        if chosen == "ecdysis-fdcr":
             data["method"] = {"type": chosen, "passes": passes}
-        elif isinstance(chosen, dict) and chosen.get("type") == FDCRMethod().type:
+        elif isinstance(chosen, dict) and chosen.get("type") == "ecdysis-fdcr":
             if "passes" in chosen and chosen["passes"] != passes:
                 raise ValueError("fdcr_passes is training.method.passes now; give it there only")
             data["method"] = {**chosen, "passes": passes}
