@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from ecdysis.benchmarks import BenchmarkConfig
-from ecdysis.coders import BuiltinCoderConfig, CoderConfig, as_section
+from ecdysis.coders import BuiltinCoderConfig, CoderConfig
+from ecdysis.evolution.acceptance import AcceptanceConfig, StrictAcceptance
+from ecdysis.evolution.methods import BatchMethod, MethodConfig
 from ecdysis.llm.config import GatewayConfig
 from ecdysis.records import stable_hash
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
@@ -93,37 +95,41 @@ class ModelsConfig(Section):
 class TrainingConfig(Section):
     """How the harness is trained."""
 
-    method: str = "ecdysis"
-    """An evolution method (:data:`ecdysis.evolution.methods.METHODS`): ``se`` (one modification per failure, in
-    sequence), ``ecdysis`` (batch aggregation) or ``ecdysis-fdcr`` (batch aggregation + Analyst/Critic/Engineer
-    refinement)."""
+    method: MethodConfig = Field(default_factory=BatchMethod)
+    """The evolution method and its options (``ecdysis list method``): ``se`` (one modification per failure, in
+    sequence), ``ecdysis`` (batch aggregation) or ``{type: ecdysis-fdcr, passes: 2}`` (batch aggregation +
+    Analyst/Critic/Engineer refinement); a bare name (``method: ecdysis``) is accepted."""
+    acceptance: AcceptanceConfig = Field(default_factory=StrictAcceptance)
+    """When a candidate replaces the current harness (``ecdysis list acceptance``): ``strict`` (default: its training
+    score is strictly higher)."""
     max_rounds: int = Field(default=3, ge=0)
     """Maximum training rounds."""
     failure_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
     """A trajectory whose reward is below this becomes a failure record."""
-    fdcr_passes: int = Field(default=2, ge=1)
-    """Analyst → Critic → Engineer passes before the Moderator (``ecdysis-fdcr`` only)."""
     prompt_budget_chars: int = Field(default=70_000, ge=4_000)
     """Characters of failure evidence plus harness source in one diagnosis prompt; keep it under the diagnosis
     model's context window (about 4 characters per token)."""
     coder: CoderConfig = Field(default_factory=BuiltinCoderConfig)
-    """The coding agent (:data:`ecdysis.coders.CODERS`): ``{type: builtin}`` (default), ``{type: opencode}`` or
+    """The coding agent (``ecdysis list coder``): ``{type: builtin}`` (default), ``{type: opencode}`` or
     ``{type: aider}`` plus that agent's options; a bare name (``coder: opencode``) is accepted. All are driven by
     ``models.coder`` through the gateway; the external ones run sandboxed with no network."""
 
-    @field_validator("coder", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _bare_name(cls, value: Any) -> Any:
-        return as_section(value)
-
-    @field_validator("method")
-    @classmethod
-    def _known_method(cls, value: str) -> str:
-        from ecdysis.evolution.methods import METHODS
-
-        if value not in METHODS:
-            raise ValueError(f"unknown evolution method {value!r}; known: {', '.join(METHODS)}")
-        return value
+    def _fdcr_passes_moved(cls, data: Any) -> Any:
+        """``training.fdcr_passes`` (configs before methods had sections) is ``training.method.passes`` now."""
+        if not isinstance(data, dict) or "fdcr_passes" not in data:
+            return data
+        data = dict(data)
+        passes = data.pop("fdcr_passes")
+        chosen = data.get("method")
+        if chosen == "ecdysis-fdcr":
+            data["method"] = {"type": chosen, "passes": passes}
+        elif isinstance(chosen, dict) and chosen.get("type") == "ecdysis-fdcr":
+            if "passes" in chosen and chosen["passes"] != passes:
+                raise ValueError("fdcr_passes is training.method.passes now; give it there only")
+            data["method"] = {**chosen, "passes": passes}
+        return data  # other methods never read it
 
 
 class RolloutsConfig(Section):
@@ -168,7 +174,8 @@ class RunConfig(Section):
     training: TrainingConfig = TrainingConfig()
     """Training method and budget."""
     sandbox: SandboxConfig = Field(default_factory=AutoSandboxConfig)
-    """Sandbox backend: ``{type: auto}`` (Docker when a daemon answers, else process), ``docker`` or ``process``."""
+    """Sandbox backend (``ecdysis list sandbox``): ``{type: auto}`` (the default: Docker when a daemon answers, else
+    process), ``docker`` or ``process``."""
     llm: GatewayConfig = Field(default_factory=GatewayConfig)
     """LLM gateway: response cache, retries, timeouts, per-model settings, budgets (max_usd, max_tokens)."""
     rollouts: RolloutsConfig = Field(default_factory=lambda: RolloutsConfig())

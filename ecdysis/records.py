@@ -254,7 +254,7 @@ class RoundResult(Record):
     run_id: str
     round: int
     method: str
-    """The evolution method (:data:`ecdysis.evolution.methods.METHODS`)."""
+    """The evolution method (the ``method`` extensions, ``ecdysis list method``)."""
     base_hash: str
     candidate_hash: str | None = None
     base_score: float

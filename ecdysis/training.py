@@ -152,15 +152,15 @@ class TrainingDriver:
 
             parts = DiagnoserParts(llm=llm, model=cfg.models.diagnoser, aggregator_model=cfg.models.aggregator,
                                    prompt_budget_chars=cfg.training.prompt_budget_chars, store=store,
-                                   task_models=tuple(cfg.models.task),
-                                   options={"fdcr_passes": cfg.training.fdcr_passes})
+                                   task_models=tuple(cfg.models.task))
             seed = build(cfg.benchmark).seed_harnesses()["human"]
             loop = TrainingLoop(
                 LoopSettings(run_id=self.run_id, method=self.method, harness_dir=seed,
                              max_rounds=max(1, cfg.training.max_rounds), threshold=cfg.training.failure_threshold,
                              workspace=self.workspace, write_trajectories=False),
-                store, llm, backend, evaluate, method(self.method).diagnoser(parts),
+                store, llm, backend, evaluate, method(self.method, cfg.training.method).diagnoser(parts),
                 cfg.training.coder.build(llm, cfg.models.coder, backend), events=events, on_round=on_round,
+                acceptance=cfg.training.acceptance.build(),
             )
         except BaseException:
             pool.close()

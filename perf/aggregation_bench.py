@@ -2,7 +2,7 @@
 
 Each round is :func:`ecdysis.testing.aggregation.planted_failures`: a known number of recurring patterns (each over
 many tasks and both task models) plus one-off noise (a fifth of the records). The real ``ecdysis`` diagnoser
-(:data:`ecdysis.evolution.methods.METHODS`) diagnoses it through the real gateway, every model on the loopback
+(the ``method`` extensions, ``ecdysis list method``) diagnoses it through the real gateway, every model on the loopback
 latency server with section 1's profile (:data:`perf.training_bench.LATENCY_PROFILE`; the ``aggregator``
 costs what a diagnosis costs). Measured per size: the path taken (plain prompt or aggregated), group and
 aggregator-call counts, the diagnosis prompt's characters, the share of planted patterns whose signature reaches

@@ -169,9 +169,11 @@ def coding_agents(server: LatencyServer, *, runs: int = 2) -> dict[str, Any]:
     CLIs their start-up (start to first request) and peak memory. An agent that is not installed is reported so."""
     import statistics
 
+    from pydantic import TypeAdapter
+
     from ecdysis.benchmarks.tau2 import scripted as tau
     from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
-    from ecdysis.coders import CODERS, SandboxedCLIAgent
+    from ecdysis.coders import CoderConfig, SandboxedCLIAgent
     from ecdysis.harness import copy_bundle
     from ecdysis.llm import Gateway
     from ecdysis.llm.config import GatewayConfig
@@ -184,7 +186,7 @@ def coding_agents(server: LatencyServer, *, runs: int = 2) -> dict[str, Any]:
                                            "models": server.gateway_models()})
     rows: dict[str, Any] = {}
     for name, served in CODING_AGENTS.items():
-        agent_config = CODERS[name]()
+        agent_config = TypeAdapter(CoderConfig).validate_python(name)
         why = getattr(agent_config, "installed", lambda: None)()
         if why:
             rows[name] = {"skipped": why}

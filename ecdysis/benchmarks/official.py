@@ -1,5 +1,6 @@
 """Each benchmark's own formats and official evaluator for stored trajectories (``ecdysis export``, ``ecdysis
-verify``): a registry of adapter modules, one per benchmark folder, loaded on first use.
+verify``): each benchmark folder registers its adapter module as an ``exporter`` extension (its export format, the
+benchmarks it covers), loaded on first use; ``native`` writes each benchmark in its own format.
 
 An adapter module defines ``export(trajectories, out_dir) -> list[Path]`` (the benchmark's own results files) and
 ``regrade(trajectory) -> Regrade`` (the official evaluator's grade against the stored one), and names that evaluator
@@ -10,18 +11,16 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from ecdysis.records import Trajectory
 
-ADAPTERS: dict[str, str] = {
-    "tau2": "ecdysis.benchmarks.tau2.official",
-    "agentbench-db": "ecdysis.benchmarks.agentbench.official",
-    "agentbench-os": "ecdysis.benchmarks.agentbench.official",
-}
-"""Registry: benchmark name (``Task.benchmark``) → the module of its official export and evaluator."""
+NATIVE = "native"
+"""The export format that writes each benchmark's trajectories in that benchmark's own format."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +57,29 @@ class NoOfficialAdapter(ValueError):
 
 def adapter(benchmark: str, what: str) -> OfficialAdapter:
     """The adapter of ``benchmark``; ``what`` (``export``, ``verify``) words the error when there is none."""
-    if benchmark not in ADAPTERS:
+    from ecdysis.extensions import entries
+
+    exporters = {covered: entry for entry in entries("exporter") if entry.factory is not None
+                 for covered in entry.covers or ()}
+    if benchmark not in exporters:
         raise NoOfficialAdapter(f"{what} is not available for benchmark {benchmark!r} (no official results format or "
-                                f"evaluator is wired for it); benchmarks with one: {', '.join(ADAPTERS)}")
-    module: OfficialAdapter = importlib.import_module(ADAPTERS[benchmark])
+                                f"evaluator is wired for it); benchmarks with one: {', '.join(exporters)}")
+    factory = exporters[benchmark].factory
+    assert factory is not None
+    module: OfficialAdapter = factory()
     return module
+
+
+def adapter_loader(module: str) -> Callable[[], OfficialAdapter]:
+    """The factory of an ``exporter`` extension whose adapter is ``module`` (imported on first use)."""
+    return partial(importlib.import_module, module)
+
+
+def register_extensions() -> None:
+    """Register the ``native`` export format (each benchmark's own exporter registers with its folder)."""
+    from ecdysis.extensions import register
+
+    register("exporter", NATIVE, "each benchmark's trajectories in that benchmark's own results format")
 
 
 def file_slug(text: str) -> str:

@@ -28,5 +28,5 @@ def validate(file: Annotated[Path, typer.Argument(help="YAML run config.")]) -> 
         for path, message in err.errors:
             err_console.print(f"  {path or '<file>'}: {message}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
-    console.print(f"[green]ok[/] {file}: run {cfg.run_name!r}, method {cfg.training.method}, "
+    console.print(f"[green]ok[/] {file}: run {cfg.run_name!r}, method {cfg.training.method.type}, "
                   f"{len(cfg.models.task)} task model(s), store {cfg.storage.uri}", highlight=False)

@@ -9,7 +9,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ecdysis.benchmarks import CONFIGS, DEFAULT, build, config_for
+from ecdysis.benchmarks import DEFAULT, build, config_for
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
 from ecdysis.metrics import EvalSummary
 from ecdysis.records import Trajectory
@@ -31,8 +31,8 @@ def eval_command(
     config: Annotated[str | None, typer.Option("--config", help="A run config (file or built-in name, e.g. "
                                                "scripted) whose benchmark, models, sandbox, llm and rollouts "
                                                "sections are used; the other options override it.")] = None,
-    benchmark: Annotated[str | None, typer.Option("--benchmark", help=f"One of: {', '.join(CONFIGS)} (default: "
-                                                  f"the config's, else {DEFAULT}).")] = None,
+    benchmark: Annotated[str | None, typer.Option("--benchmark", help="A registered benchmark (`ecdysis list "
+                                                  f"benchmark`; default: the config's, else {DEFAULT}).")] = None,
     domain: Annotated[str | None, typer.Option("--domain", help="The benchmark's `domain` option "
                                                "(same as --option domain=VALUE).")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help="A benchmark option KEY=VALUE (a field of its "
@@ -42,8 +42,9 @@ def eval_command(
     task_id: Annotated[list[str] | None, typer.Option("--task-id", help="Explicit task ids (repeat).")] = None,
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per task (k of Pass@k, Pass^k).")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the task draw and episodes.")] = 0,
-    sandbox: Annotated[str | None, typer.Option("--sandbox", help="auto, docker or process (default: the "
-                                                "config's, else auto).")] = None,
+    sandbox: Annotated[str | None, typer.Option("--sandbox", help="A registered sandbox backend (`ecdysis "
+                                                "list sandbox`: auto, docker, process...; default: the config's, "
+                                                "else auto).")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Episodes at once per worker.")]
     = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Rollout workers (default: CPUs).")]
@@ -132,10 +133,9 @@ def _benchmark(base: Any, name: str | None, domain: str | None, options: list[st
 
 def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | None,
               concurrency: int | None) -> Any:
-    from pydantic import TypeAdapter
-
+    from ecdysis.extensions import names, validate_section
     from ecdysis.rollouts import RolloutSettings
-    from ecdysis.sandbox import SandboxConfig
+    from ecdysis.sandbox import SandboxSection
 
     values: dict[str, Any] = {"store_uri": store_uri}
     if base is not None:
@@ -144,9 +144,9 @@ def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | Non
                       episodes_per_worker=r.episodes_per_worker, max_attempts=r.max_attempts, max_steps=r.max_steps,
                       wall_clock_s=r.wall_clock_s, keep_warm_s=r.keep_warm_s)
     if sandbox is not None:
-        if sandbox not in ("auto", "docker", "process"):
-            raise ValueError(f"--sandbox must be auto, docker or process, not {sandbox!r}")
-        values["sandbox"] = TypeAdapter(SandboxConfig).validate_python({"type": sandbox})
+        if sandbox not in names("sandbox"):
+            raise ValueError(f"--sandbox must be one of {', '.join(names('sandbox'))}, not {sandbox!r}")
+        values["sandbox"] = validate_section("sandbox", SandboxSection, sandbox)
     if workers is not None:
         values["workers"] = workers
     if concurrency is not None:

@@ -13,10 +13,6 @@ from rich.table import Table
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
 from ecdysis.store import StoreError
 
-FORMATS: dict[str, tuple[str, ...] | None] = {"native": None, "tau2": ("tau2",),
-                                               "agentbench": ("agentbench-db", "agentbench-os")}
-"""Export formats and the benchmarks each covers (None: every benchmark, each in its own format)."""
-
 
 def register(app: typer.Typer) -> None:
     """Add ``export``, ``verify`` and ``replay`` to ``app``."""
@@ -27,18 +23,22 @@ def register(app: typer.Typer) -> None:
 
 def export(run: Annotated[str, typer.Argument(help="Run id.")],
            out: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the results files into.")],
-           format: Annotated[str, typer.Option("--format", help="native (each benchmark's own format), tau2 (τ²'s "
-                                               "results files) or agentbench (upstream's runs.jsonl and "
-                                               "overall.json).")] = "native",
+           format: Annotated[str, typer.Option("--format", help="A registered export format (`ecdysis list "
+                                               "exporter`): native (each benchmark's own format), tau2 (τ²'s "
+                                               "results files), agentbench (upstream's runs.jsonl and "
+                                               "overall.json)...")] = "native",
            store: StoreOption = DEFAULT_STORE) -> None:
     """Write each trajectory of a run in its benchmark's own results format (τ²: files that τ²'s ``Results.load``
     and ``tau2 view`` read; AgentBench: upstream's ``runs.jsonl`` and ``overall.json``)."""
+    from ecdysis.extensions import UnknownExtension, lookup
     from ecdysis.verification import export_run
 
-    if format not in FORMATS:
-        fail(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
     try:
-        paths = export_run(open_store(store), run, out, only=FORMATS[format], format_name=format)
+        covers = lookup("exporter", format).covers
+    except UnknownExtension as err:
+        fail(str(err))
+    try:
+        paths = export_run(open_store(store), run, out, only=covers, format_name=format)
     except (StoreError, ValueError) as err:
         fail(str(err))
     for path in paths:

@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ecdysis.cli.evidence_cmd",
     "ecdysis.cli.select_cmd",
     "ecdysis.cli.workers_cmd",
+    "ecdysis.cli.list_cmd",
 )
 
 app = typer.Typer(

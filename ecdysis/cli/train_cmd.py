@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ecdysis.cli.common import console, fail
 from ecdysis.config import RunConfig
-from ecdysis.evolution.methods import METHODS
+from ecdysis.evolution.methods import method as method_section
 from ecdysis.training import TrainingOutcome
 
 BUILTIN_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -36,8 +36,9 @@ def resolve_config_path(name: str) -> Path:
 
 def train_command(
     config: Annotated[str, typer.Argument(help="Run config YAML, or a built-in config name (demo, airline).")],
-    method: Annotated[str | None, typer.Option("--method", help=f"{', '.join(METHODS)} (default: the config's "
-                                               "training.method).")] = None,
+    method: Annotated[str | None, typer.Option("--method", help="A registered evolution method (`ecdysis "
+                                               "list method`: se, ecdysis, ecdysis-fdcr...) with its default "
+                                               "options (default: the config's training.method).")] = None,
     resume: Annotated[str | None, typer.Option("--resume", help="Continue this run id where it stopped.")] = None,
     store: Annotated[str | None, typer.Option("--store", help="Override storage.uri.")] = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Override ray.address.")] = None,
@@ -46,7 +47,13 @@ def train_command(
 ) -> None:
     """Train the harness: evaluate → failures → diagnosis → coding agent → validate → accept or roll back."""
     from ecdysis.config import ConfigError, load_config
+    from ecdysis.extensions import UnknownExtension, lookup
 
+    if method is not None:
+        try:
+            lookup("method", method)
+        except UnknownExtension as err:
+            fail(f"--method: {err}")
     try:
         cfg = load_config(resolve_config_path(config))
     except ConfigError as err:
@@ -56,8 +63,8 @@ def train_command(
         updates["storage"] = cfg.storage.model_copy(update={"uri": store})
     if ray_address:
         updates["ray"] = cfg.ray.model_copy(update={"address": ray_address})
-    if method is not None and method not in METHODS:
-        fail(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    if method is not None:
+        updates["training"] = cfg.training.model_copy(update={"method": method_section(method, cfg.training.method)})
     run_training(cfg.model_copy(update=updates), method=method, resume=resume, heldout=heldout)
 
 
@@ -72,7 +79,7 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
     from ecdysis.ray_env import ensure_ray
     from ecdysis.training import default_run_id, start_driver
 
-    chosen = method or cfg.training.method
+    chosen = method or cfg.training.method.type
     if not cfg.storage.uri.startswith(("/", "s3://")):
         cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(
             update={"uri": os.path.abspath(cfg.storage.uri)})})

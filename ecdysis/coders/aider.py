@@ -12,17 +12,16 @@ import shlex
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ecdysis.coders.base import CoderSection
 from ecdysis.coders.install import AIDER_VERSION, INSTALL_HINT, agents_dir
 from ecdysis.coders.sandboxed import CONTROL, Invocation, SandboxedCLIAgent, python_prefix
 from ecdysis.protocols import CodingAgent, LLMClient, SandboxBackend
 
 
-class AiderConfig(BaseModel):
+class AiderConfig(CoderSection):
     """aider, pinned to 0.86.2, behind the gateway proxy."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     type: Literal["aider"] = "aider"
     """Which coding agent."""
@@ -68,3 +67,10 @@ class AiderConfig(BaseModel):
     def build(self, llm: LLMClient, model: str, backend: SandboxBackend | None) -> CodingAgent:
         """The agent this config describes."""
         return SandboxedCLIAgent(llm, model, self)
+
+
+def register_extensions() -> None:
+    """Register ``training.coder: {type: aider}``."""
+    from ecdysis.extensions import register
+
+    register("coder", "aider", "aider 0.86.2 in a no-network bubblewrap sandbox", config=AiderConfig)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ecdysis.coders.base import CoderSection
 from ecdysis.protocols import CodingAgent, LLMClient, SandboxBackend
 
 
-class BuiltinCoderConfig(BaseModel):
+class BuiltinCoderConfig(CoderSection):
     """The built-in coding agent: six tools confined to the bundle copy, driven by ``models.coder``."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     type: Literal["builtin"] = "builtin"
     """Which coding agent."""
@@ -27,3 +26,11 @@ class BuiltinCoderConfig(BaseModel):
 
         return BuiltinCodingAgent(llm, model, backend, max_turns=self.max_turns,
                                   selftest_timeout_s=self.selftest_timeout_s)
+
+
+def register_extensions() -> None:
+    """Register ``training.coder: {type: builtin}``."""
+    from ecdysis.extensions import register
+
+    register("coder", "builtin", "the in-process tool loop (six tools confined to the bundle copy)",
+             config=BuiltinCoderConfig)

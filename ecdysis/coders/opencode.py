@@ -16,17 +16,16 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ecdysis.coders.base import CoderSection
 from ecdysis.coders.install import INSTALL_HINT, OPENCODE_VERSION, agents_dir
 from ecdysis.coders.sandboxed import CONTROL, Invocation, SandboxedCLIAgent
 from ecdysis.protocols import CodingAgent, LLMClient, SandboxBackend
 
 
-class OpenCodeConfig(BaseModel):
+class OpenCodeConfig(CoderSection):
     """OpenCode, pinned to 1.18.33, behind the gateway proxy."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     type: Literal["opencode"] = "opencode"
     """Which coding agent."""
@@ -86,3 +85,10 @@ class OpenCodeConfig(BaseModel):
     def build(self, llm: LLMClient, model: str, backend: SandboxBackend | None) -> CodingAgent:
         """The agent this config describes."""
         return SandboxedCLIAgent(llm, model, self)
+
+
+def register_extensions() -> None:
+    """Register ``training.coder: {type: opencode}``."""
+    from ecdysis.extensions import register
+
+    register("coder", "opencode", "OpenCode 1.18.33 in a no-network bubblewrap sandbox", config=OpenCodeConfig)

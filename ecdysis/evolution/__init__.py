@@ -1,22 +1,22 @@
 """Evolution methods: failure records, the method registry, diagnosis (FDCR included), coding agents, validation,
 acceptance and the checkpointed training loop.
 
->>> from ecdysis.evolution import LoopSettings, TrainingLoop, METHODS, BuiltinCodingAgent   # doctest: +SKIP
+>>> from ecdysis.evolution import LoopSettings, TrainingLoop, method, BuiltinCodingAgent   # doctest: +SKIP
 """
 
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent, BundleWorkspace
 from ecdysis.coders.gateway_proxy import GatewayProxy
-from ecdysis.evolution.acceptance import AcceptancePolicy, Decision, StrictImprovement
+from ecdysis.evolution.acceptance import AcceptancePolicy, AcceptanceSection, Decision, StrictImprovement
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, LoopSettings
 from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
 from ecdysis.evolution.failures import failures_from, trim_for_context
 from ecdysis.evolution.loop import TrainingLoop, TrainingResult, score
-from ecdysis.evolution.methods import METHODS, DiagnoserParts, EvolutionMethod, method
+from ecdysis.evolution.methods import DiagnoserParts, MethodSection, method
 from ecdysis.harness.validation import ValidationResult, check_bundle, run_selftest, validate_bundle
 
 __all__ = [
-    "METHODS",
     "AcceptancePolicy",
+    "AcceptanceSection",
     "BatchDiagnoser",
     "BuiltinCodingAgent",
     "BundleWorkspace",
@@ -24,9 +24,9 @@ __all__ = [
     "Checkpoints",
     "Decision",
     "DiagnoserParts",
-    "EvolutionMethod",
     "GatewayProxy",
     "LoopSettings",
+    "MethodSection",
     "SequentialDiagnoser",
     "StrictImprovement",
     "TrainingLoop",

@@ -1,12 +1,13 @@
-"""Evolution methods as a registry: each says how a round's failures become modification requests and which
-diagnoser serves them. Config validation, the CLI's ``--method`` and the training loop all read :data:`METHODS`;
-a new method is one entry here (plus a subpackage if it needs one).
+"""Evolution methods as ``method`` extensions (:mod:`ecdysis.extensions`): each is a config section
+(``training.method: {type: ..., <its options>}``) that says how a round's failures become modification requests
+and builds the diagnoser that serves them from its own options. A new method is one :class:`MethodSection` subclass
+and one ``register("method", ...)`` call.
 
-| name           | requests per non-empty round            | diagnoser                                   |
-|----------------|-----------------------------------------|---------------------------------------------|
-| ``se``         | one per failure record, in sequence     | :class:`~ecdysis.evolution.diagnosis.SequentialDiagnoser` |
-| ``ecdysis``    | one over the whole batch                | :class:`~ecdysis.evolution.diagnosis.BatchDiagnoser` |
-| ``ecdysis-fdcr`` | one over the whole batch              | :class:`~ecdysis.evolution.fdcr.FDCRDiagnoser` |
+| type             | requests per non-empty round        | diagnoser                                          |
+|------------------|-------------------------------------|----------------------------------------------------|
+| ``se``           | one per failure record, in sequence | :class:`~ecdysis.evolution.diagnosis.SequentialDiagnoser` |
+| ``ecdysis``      | one over the whole batch            | :class:`~ecdysis.evolution.diagnosis.BatchDiagnoser` |
+| ``ecdysis-fdcr`` | one over the whole batch            | :class:`~ecdysis.evolution.fdcr.FDCRDiagnoser`       |
 
 >>> method("ecdysis").requests(["f1", "f2"])
 [['f1', 'f2']]
@@ -16,18 +17,23 @@ a new method is one entry here (plus a subpackage if it needs one).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from ecdysis.extensions import section, validate_section
 from ecdysis.protocols import Diagnoser, LLMClient, Store
 
 T = TypeVar("T")
 
+DEFAULT = "ecdysis"
+
 
 @dataclass(frozen=True)
 class DiagnoserParts:
-    """What any method's diagnoser may be built from."""
+    """What any method's diagnoser may be built from (its own options are on its section)."""
 
     llm: LLMClient
     model: str
@@ -39,19 +45,23 @@ class DiagnoserParts:
     """The run's task models (FDCR attributes failures across them)."""
     aggregator_model: str | None = None
     """The model behind failure-group summaries (``models.aggregator``; None: the diagnosis model)."""
-    options: dict[str, Any] | None = None
-    """Method-specific settings from the config (``training.fdcr_passes``...)."""
+
+    def budgets(self) -> dict[str, Any]:
+        """The prompt budget split into evidence and source, as the diagnosers take it."""
+        return {"max_failure_chars": self.prompt_budget_chars * 4 // 7,
+                "max_source_chars": self.prompt_budget_chars * 3 // 7}
 
 
-@dataclass(frozen=True)
-class EvolutionMethod:
-    """How one evolution method organises a round's evidence into modification requests."""
+class MethodSection(BaseModel):
+    """Base of an evolution method's ``training.method`` section; each subclass narrows ``type`` to its registry
+    name, adds its options and builds its diagnoser."""
 
-    name: str
-    summary: str
-    batch: bool
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    type: str
+    """Which evolution method."""
+    batch: ClassVar[bool] = True
     """True: every failure of the round in one request; False: one request per failure, applied in sequence."""
-    diagnoser: Callable[[DiagnoserParts], Diagnoser]
 
     def requests(self, failures: Sequence[T]) -> list[list[T]]:
         """The round's modification requests: the groups of failure records diagnosed together."""
@@ -59,47 +69,76 @@ class EvolutionMethod:
             return []
         return [list(failures)] if self.batch else [[failure] for failure in failures]
 
-
-def _budgets(parts: DiagnoserParts) -> dict[str, Any]:
-    return {"max_failure_chars": parts.prompt_budget_chars * 4 // 7,
-            "max_source_chars": parts.prompt_budget_chars * 3 // 7}
-
-
-def _sequential(parts: DiagnoserParts) -> Diagnoser:
-    from ecdysis.evolution.diagnosis import SequentialDiagnoser
-
-    return SequentialDiagnoser(parts.llm, parts.model, **_budgets(parts))
+    def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
+        """The diagnoser of this method, built from the run's parts and this section's options."""
+        raise NotImplementedError
 
 
-def _batch(parts: DiagnoserParts) -> Diagnoser:
-    from ecdysis.evolution.diagnosis import BatchDiagnoser
+class SequentialMethod(MethodSection):
+    """``se``: one diagnosis and coding session per failure record, in sequence."""
 
-    return BatchDiagnoser(parts.llm, parts.model, aggregator_model=parts.aggregator_model, **_budgets(parts))
+    type: Literal["se"] = "se"
+    """Selects sequential evolution."""
+    batch: ClassVar[bool] = False
 
+    def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
+        from ecdysis.evolution.diagnosis import SequentialDiagnoser
 
-def _fdcr(parts: DiagnoserParts) -> Diagnoser:
-    from ecdysis.evolution.fdcr import FDCRDiagnoser
-
-    budget = parts.prompt_budget_chars
-    passes = int((parts.options or {}).get("fdcr_passes", 2))
-    return FDCRDiagnoser(parts.llm, parts.model, passes=passes, store=parts.store,
-                         task_models=list(parts.task_models), harness_budget_chars=budget * 3 // 7,
-                         evidence_budget_chars=budget * 4 // 7, aggregator_model=parts.aggregator_model or parts.model)
+        return SequentialDiagnoser(parts.llm, parts.model, **parts.budgets())
 
 
-METHODS: dict[str, EvolutionMethod] = {m.name: m for m in (
-    EvolutionMethod("se", "sequential evolution: one diagnosis and coding session per failure, in sequence", False,
-                    _sequential),
-    EvolutionMethod("ecdysis", "one diagnosis and coding session over all of a round's failures", True, _batch),
-    EvolutionMethod("ecdysis-fdcr", "batch aggregation refined by Analyst, Critic and Engineer, then a Moderator",
-                    True, _fdcr),
-)}
-"""Registry: method name → :class:`EvolutionMethod`."""
+class BatchMethod(MethodSection):
+    """``ecdysis``: one diagnosis over all of a round's failures (aggregated hierarchically over the budget)."""
+
+    type: Literal["ecdysis"] = "ecdysis"
+    """Selects batch aggregation."""
+
+    def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
+        from ecdysis.evolution.diagnosis import BatchDiagnoser
+
+        return BatchDiagnoser(parts.llm, parts.model, aggregator_model=parts.aggregator_model, **parts.budgets())
 
 
-def method(name: str) -> EvolutionMethod:
-    """The method called ``name``; a ValueError names the known ones."""
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise ValueError(f"unknown evolution method {name!r}; known: {', '.join(METHODS)}") from None
+class FDCRMethod(MethodSection):
+    """``ecdysis-fdcr``: batch aggregation refined by Analyst, Critic and Engineer passes, then a Moderator."""
+
+    type: Literal["ecdysis-fdcr"] = "ecdysis-fdcr"
+    """Selects batch aggregation with FDCR refinement."""
+    passes: int = Field(default=2, ge=1)
+    """Analyst → Critic → Engineer passes before the Moderator."""
+
+    def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
+        from ecdysis.evolution.fdcr import FDCRDiagnoser
+
+        budget = parts.prompt_budget_chars
+        return FDCRDiagnoser(parts.llm, parts.model, passes=self.passes, store=parts.store,
+                             task_models=list(parts.task_models), harness_budget_chars=budget * 3 // 7,
+                             evidence_budget_chars=budget * 4 // 7,
+                             aggregator_model=parts.aggregator_model or parts.model)
+
+
+if TYPE_CHECKING:
+    MethodConfig = MethodSection
+else:
+    MethodConfig = section("method", MethodSection, default=DEFAULT)
+    """The ``training.method`` section (a bare name stands for ``{type: name}``)."""
+
+
+def method(name: str, configured: MethodSection | None = None) -> MethodSection:
+    """The section of method ``name``: ``configured`` when it is that method, else the method's defaults; an
+    unknown name is a ValueError that lists the known ones."""
+    if configured is not None and configured.type == name:
+        return configured
+    return validate_section("method", MethodSection, name)
+
+
+def register_extensions() -> None:
+    """Register ``se``, ``ecdysis`` and ``ecdysis-fdcr``."""
+    from ecdysis.extensions import register
+
+    register("method", "se", "sequential evolution: one diagnosis and coding session per failure, in sequence",
+             config=SequentialMethod)
+    register("method", "ecdysis", "one diagnosis and coding session over all of a round's failures",
+             config=BatchMethod)
+    register("method", "ecdysis-fdcr", "batch aggregation refined by Analyst, Critic and Engineer, then a Moderator",
+             config=FDCRMethod)

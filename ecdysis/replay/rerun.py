@@ -94,7 +94,7 @@ def _rerun_train(manifest: RunManifest, store: ArtifactStore, out: ArtifactStore
     cfg = cfg.model_copy(update={"llm": _replaying(cfg.llm, store), "tracking": type(cfg.tracking)(),
                                  "storage": cfg.storage.model_copy(update={"uri": out.uri})})
     ensure_ray(ray_address, num_cpus=None if ray_address else cfg.ray.num_cpus)
-    driver = start_driver(cfg, method=manifest.method or cfg.training.method, run_id=manifest.run_id)
+    driver = start_driver(cfg, method=manifest.method or cfg.training.method.type, run_id=manifest.run_id)
     heldout = any(t.phase == "eval" for t in original)
     ray.get(driver.run.remote(resume=False, evaluate_heldout=heldout))
 

@@ -13,6 +13,7 @@ from ecdysis.sandbox.config import (
     DockerSandboxConfig,
     ProcessSandboxConfig,
     SandboxConfig,
+    SandboxSection,
     docker_available,
     make_backend,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxExited",
+    "SandboxSection",
     "SandboxUnavailable",
     "bundle_hash",
     "docker_available",

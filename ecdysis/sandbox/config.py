@@ -1,12 +1,14 @@
-"""One pydantic config per sandbox backend, their discriminated union, and ``make_backend``."""
+"""One pydantic config per sandbox backend (each registered as a ``sandbox`` extension and building its own
+backend), the ``sandbox:`` section derived from the registry, and ``make_backend``."""
 
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ecdysis.extensions import section, validate_section
 from ecdysis.protocols import SandboxBackend
 
 log = logging.getLogger(__name__)
@@ -14,8 +16,21 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 
 
-class _Common(BaseModel):
+class SandboxSection(BaseModel):
+    """Base of a sandbox backend's config; each subclass narrows ``type`` to its registry name and builds its
+    backend."""
+
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    type: str
+    """Selects the backend."""
+
+    def build(self) -> SandboxBackend:
+        """The backend this config describes (imports its implementation lazily)."""
+        raise NotImplementedError
+
+
+class _Common(SandboxSection):
 
     wall_clock_s: float = Field(default=900.0, gt=0)
     """Hard lifetime of a sandbox after its ``start`` message; past it the sandbox is killed (a backstop: the driver
@@ -90,6 +105,11 @@ class DockerSandboxConfig(_Common):
             raise ValueError("the runtime must not run as root (uid 0)")
         return value
 
+    def build(self) -> SandboxBackend:
+        from ecdysis.sandbox.docker_backend import DockerBackend
+
+        return DockerBackend(self)
+
 
 class ProcessSandboxConfig(_Common):
     """Each sandbox is a child process, confined in one of two ways (``isolation``):
@@ -149,12 +169,16 @@ class ProcessSandboxConfig(_Common):
     """``weak``: put the sandbox in a new, empty network namespace; if the kernel refuses one, the backend refuses to
     start unless this is False (``allowlist`` always isolates the network)."""
 
+    def build(self) -> SandboxBackend:
+        from ecdysis.sandbox.process import ProcessBackend
 
-class AutoSandboxConfig(BaseModel):
+        return ProcessBackend(self)
+
+
+class AutoSandboxConfig(SandboxSection):
     """Docker when a daemon answers, else the process backend (with a warning); the process backend refuses to start
-    where its ``isolation`` cannot be had."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    where its ``isolation`` cannot be had. Only these two are ever chosen: no other registered backend (the
+    in-memory test backend, a plugin's) is picked automatically."""
 
     type: Literal["auto"] = "auto"
     """Selects automatic choice."""
@@ -163,8 +187,22 @@ class AutoSandboxConfig(BaseModel):
     process: ProcessSandboxConfig = Field(default_factory=ProcessSandboxConfig)
     """Settings used otherwise."""
 
+    def build(self) -> SandboxBackend:
+        if docker_available(self.docker.docker_host):
+            return self.docker.build()
+        chosen = f"the process sandbox (isolation: {self.process.isolation})"
+        log.warning("no Docker daemon answers; using %s", chosen)
+        print(f"ecdysis: warning: no Docker daemon answers; using {chosen}")
+        return self.process.build()
 
-SandboxConfig = Annotated[DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig, Field(discriminator="type")]
+
+DEFAULT = "auto"
+
+if TYPE_CHECKING:
+    SandboxConfig = SandboxSection
+else:
+    SandboxConfig = section("sandbox", SandboxSection, default=DEFAULT)
+    """The ``sandbox:`` section: the registered backend config its ``type`` names (``auto`` when none)."""
 
 
 def docker_available(docker_host: str | None = None) -> bool:
@@ -181,21 +219,17 @@ def docker_available(docker_host: str | None = None) -> bool:
         return False
 
 
-def make_backend(config: DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig) -> SandboxBackend:
-    """The backend a config describes (lazy imports: the process backend never needs the docker SDK)."""
-    if isinstance(config, AutoSandboxConfig):
-        if docker_available(config.docker.docker_host):
-            config_chosen: DockerSandboxConfig | ProcessSandboxConfig = config.docker
-        else:
-            chosen = f"the process sandbox (isolation: {config.process.isolation})"
-            log.warning("no Docker daemon answers; using %s", chosen)
-            print(f"ecdysis: warning: no Docker daemon answers; using {chosen}")
-            config_chosen = config.process
-        return make_backend(config_chosen)
-    if isinstance(config, DockerSandboxConfig):
-        from ecdysis.sandbox.docker_backend import DockerBackend
+def make_backend(config: SandboxSection | dict[str, Any] | str) -> SandboxBackend:
+    """The backend a config describes: a section, or a mapping or bare name validated through the registry."""
+    return validate_section("sandbox", SandboxSection, config, default=DEFAULT).build()
 
-        return DockerBackend(config)
-    from ecdysis.sandbox.process import ProcessBackend
 
-    return ProcessBackend(config)
+def register_extensions() -> None:
+    """Register the built-in backends: ``auto``, ``docker`` and ``process``."""
+    from ecdysis.extensions import register
+
+    register("sandbox", "auto", "Docker when a daemon answers, else the process sandbox", config=AutoSandboxConfig)
+    register("sandbox", "docker", "a locked-down container per episode (or reused, wiped between episodes)",
+             config=DockerSandboxConfig)
+    register("sandbox", "process", "a child process under bubblewrap and cgroups (or rlimits: weak)",
+             config=ProcessSandboxConfig)

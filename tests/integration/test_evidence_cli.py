@@ -102,7 +102,8 @@ def test_unknown_runs_and_benchmarks_without_an_official_format_are_refused(tmp_
     assert not (tmp_path / "o").exists()
     assert "which format 'tau2' does not cover" in _cli("export", "ab", "--format", "tau2", "-o", "x", "--store",
                                                        str(store)).output
-    assert "unknown format 'csv'" in _cli("export", "ab", "--format", "csv", "-o", "x", "--store", str(store)).output
+    unknown = _cli("export", "ab", "--format", "csv", "-o", "x", "--store", str(store)).output
+    assert "unknown export format 'csv'; known: native, tau2, agentbench" in unknown
 
 
 def test_grading_bench_times_a_stored_run_by_kind(scripted_run: tuple[Path, str]) -> None:

@@ -1,4 +1,4 @@
-"""Backend configs: strict fields, the discriminated union, and the automatic choice."""
+"""Backend configs: strict fields, the section chosen by ``type`` through the registry, and the automatic choice."""
 
 from __future__ import annotations
 
@@ -10,18 +10,20 @@ from ecdysis.sandbox import (
     DockerSandboxConfig,
     ProcessSandboxConfig,
     SandboxConfig,
+    SandboxSection,
     docker_available,
     make_backend,
 )
 
-ADAPTER: TypeAdapter[DockerSandboxConfig | ProcessSandboxConfig | AutoSandboxConfig] = TypeAdapter(SandboxConfig)
+ADAPTER: TypeAdapter[SandboxSection] = TypeAdapter(SandboxConfig)
 
 
 def test_union_picks_by_type() -> None:
     assert isinstance(ADAPTER.validate_python({"type": "docker", "mem_limit": "1g"}), DockerSandboxConfig)
     assert isinstance(ADAPTER.validate_python({"type": "process", "nproc": 8}), ProcessSandboxConfig)
-    auto = ADAPTER.validate_python({"type": "auto", "process": {"warm_pool": 0}})
+    auto = ADAPTER.validate_python({"process": {"warm_pool": 0}})  # no type: auto
     assert isinstance(auto, AutoSandboxConfig) and auto.process.warm_pool == 0
+    assert isinstance(ADAPTER.validate_python("process"), ProcessSandboxConfig)  # a bare name is {type: name}
 
 
 def test_defaults_are_locked_down() -> None:
@@ -31,18 +33,18 @@ def test_defaults_are_locked_down() -> None:
 
 
 @pytest.mark.parametrize(("data", "path"), [
-    ({"type": "docker", "mem_limt": "1g"}, "docker.mem_limt"),
-    ({"type": "process", "nproc": 1}, "process.nproc"),
-    ({"type": "auto", "docker": {"pids_limit": "many"}}, "auto.docker.pids_limit"),
-    ({"type": "docker", "user": "0:0"}, "docker.user"),  # a reused container's holder is root: never the harness
+    ({"type": "docker", "mem_limt": "1g"}, "mem_limt"),
+    ({"type": "process", "nproc": 1}, "nproc"),
+    ({"type": "auto", "docker": {"pids_limit": "many"}}, "docker.pids_limit"),
+    ({"type": "docker", "user": "0:0"}, "user"),  # a reused container's holder is root: never the harness
     ({"type": "kubernetes"}, "type"),
 ])
 def test_bad_fields_are_named(data: dict[str, object], path: str) -> None:
     with pytest.raises(ValidationError) as info:
         ADAPTER.validate_python(data)
     locations = [".".join(str(part) for part in error["loc"]) for error in info.value.errors()]
-    if path == "type":  # an unknown discriminator is reported on the union itself, naming the tag
-        assert "'type'" in str(info.value) and "kubernetes" in str(info.value)
+    if path == "type":  # an unknown type is reported on the section itself, naming the known ones
+        assert "unknown sandbox backend 'kubernetes'; known: auto, docker, process" in str(info.value)
     else:
         assert any(location.startswith(path) for location in locations), locations
 

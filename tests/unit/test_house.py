@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 import ecdysis
-from ecdysis.evolution import METHODS, BatchDiagnoser, EvolutionMethod, LoopSettings, TrainingLoop, method
+from ecdysis import extensions
+from ecdysis.evolution import BatchDiagnoser, LoopSettings, MethodSection, TrainingLoop
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, RunStarted
 
 PACKAGE = Path(ecdysis.__file__).parent
@@ -53,9 +54,29 @@ def test_the_check_sees_an_offending_import(tmp_path: Path) -> None:
     assert {"ecdysis.testing.models", "ecdysis.benchmarks.tau2.scripted"} <= _imports(sample)
 
 
-def test_a_new_method_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A throwaway method (batch diagnosis, but only over the first two failures) runs through the config, the CLI's
-    check and the training loop with no edit anywhere else."""
+@pytest.fixture
+def registry() -> Any:
+    """The extension registry, reloaded from scratch after the test (which may register its own entries)."""
+    yield extensions
+    extensions.reset()
+
+
+class FirstTwo(MethodSection):
+    """A throwaway method: batch diagnosis, but only over the first two failures."""
+
+    type: str = "first-two"
+    """Selects it."""
+
+    def requests(self, failures: Any) -> Any:
+        return [list(failures)[:2]] if failures else []
+
+    def diagnoser(self, parts: Any) -> Any:
+        return BatchDiagnoser(parts.llm, parts.model)
+
+
+def test_a_new_method_is_one_registry_entry(registry: Any, tmp_path: Path) -> None:
+    """A throwaway method registered at run time goes through the config, the CLI's check and the training loop
+    with no edit anywhere else."""
     from typer.testing import CliRunner
 
     from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
@@ -68,18 +89,16 @@ def test_a_new_method_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch, tmp
     from ecdysis.store import ArtifactStore
     from ecdysis.testing.sandbox import InMemoryBackend
 
-    class FirstTwo(EvolutionMethod):
-        def requests(self, failures: Any) -> Any:
-            return [list(failures)[:2]] if failures else []
-
-    monkeypatch.setitem(METHODS, "first-two", FirstTwo(
-        "first-two", "one diagnosis over the first two failures", True,
-        lambda parts: BatchDiagnoser(parts.llm, parts.model)))
+    registry.register("method", "first-two", "one diagnosis over the first two failures", config=FirstTwo)
     config = parse_config({"run_name": "t", "benchmark": {"type": "refund-desk"}, "training": {"method": "first-two"},
                            "models": {"task": "m", "diagnoser": "d", "coder": "c"}})
-    assert config.training.method == "first-two"
+    assert isinstance(config.training.method, FirstTwo)
     result = CliRunner().invoke(app, ["train", str(tmp_path / "missing.yaml"), "--method", "first-two"])
-    assert "--method must be" not in result.output  # accepted; the missing config is what fails
+    assert "unknown evolution method" not in result.output  # accepted; the missing config is what fails
+    assert "no config file" in result.output
+    refused = CliRunner().invoke(app, ["train", str(tmp_path / "missing.yaml"), "--method", "first-three"])
+    assert "--method: unknown evolution method 'first-three'; known: se, ecdysis, ecdysis-fdcr, first-two" in \
+        refused.output
 
     bench, store = RefundDeskBenchmark(), ArtifactStore(tmp_path / "runs")
     scripted = "scripted/ecdysis.benchmarks.refund_desk.scripted"
@@ -93,7 +112,7 @@ def test_a_new_method_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch, tmp
 
         settings = LoopSettings(run_id="first-two", method="first-two", harness_dir=bench.seed_harnesses()["human"],
                                 max_rounds=1, workspace=tmp_path / "ws")
-        diagnoser = method("first-two").diagnoser(DiagnoserParts(llm=llm, model=f"{scripted}:diagnoser"))
+        diagnoser = config.training.method.diagnoser(DiagnoserParts(llm=llm, model=f"{scripted}:diagnoser"))
         loop = TrainingLoop(settings, store, llm, backend, evaluate, diagnoser,
                             BuiltinCodingAgent(llm, f"{scripted}:coder", backend))
         (round0,) = loop.run().rounds

@@ -53,3 +53,22 @@ class AgentBenchOSConfig(_AgentBenchSection):
         from ecdysis.benchmarks.agentbench.benchmark import AgentBenchOS
 
         return AgentBenchOS(self)
+
+
+def register_extensions() -> None:
+    """Register ``benchmark: {type: agentbench-db}`` and ``{type: agentbench-os}``."""
+    from ecdysis.extensions import register
+
+    register("benchmark", "agentbench-db", "AgentBench DBBench on a host-local MariaDB", config=AgentBenchDBConfig)
+    register("benchmark", "agentbench-os", "AgentBench OS interaction in per-episode task containers",
+             config=AgentBenchOSConfig)
+
+
+def register_exporter() -> None:
+    """Register AgentBench's export format (its official results files and evaluator)."""
+    from ecdysis.benchmarks.official import adapter_loader
+    from ecdysis.extensions import register
+
+    register("exporter", "agentbench", "upstream's runs.jsonl and overall.json, re-graded by its own checks",
+             factory=adapter_loader("ecdysis.benchmarks.agentbench.official"),
+             covers=("agentbench-db", "agentbench-os"))

@@ -26,3 +26,10 @@ class RefundDeskConfig(BenchmarkSection):
         from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
 
         return RefundDeskBenchmark()
+
+
+def register_extensions() -> None:
+    """Register ``benchmark: {type: refund-desk}``."""
+    from ecdysis.extensions import register
+
+    register("benchmark", "refund-desk", "a tiny refund desk for fast loop tests and demos", config=RefundDeskConfig)

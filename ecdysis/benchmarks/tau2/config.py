@@ -28,3 +28,19 @@ class Tau2Config(BenchmarkSection):
         from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
 
         return Tau2Benchmark(self)
+
+
+def register_extensions() -> None:
+    """Register ``benchmark: {type: tau2}``."""
+    from ecdysis.extensions import register
+
+    register("benchmark", "tau2", "τ²-bench: airline, retail or mock, with a simulated user", config=Tau2Config)
+
+
+def register_exporter() -> None:
+    """Register τ²'s export format (its official results files and evaluator)."""
+    from ecdysis.benchmarks.official import adapter_loader
+    from ecdysis.extensions import register
+
+    register("exporter", "tau2", "τ²'s results files (Results.load, tau2 view), re-graded by evaluate_simulation",
+             factory=adapter_loader("ecdysis.benchmarks.tau2.official"), covers=("tau2",))
