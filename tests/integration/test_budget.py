@@ -23,8 +23,7 @@ def test_crossing_the_token_budget_stops_the_evaluation_and_keeps_what_ran(
     requests = requests_for(store, model=GOLD, trials=2, run_id="budget", settings=settings)
     pool = RolloutPool(settings, store=store)
     events = EventLog(store, "budget", flush_s=60, heartbeat_s=60)
-    reporter = EvaluationReporter(events, threshold=1.0, max_tokens=1,
-                                  spent=lambda: (pool.spent["tokens"], pool.spent["cost_usd"]))
+    reporter = EvaluationReporter(events, threshold=1.0, budget=pool.budget)
     try:
         with pytest.raises(BudgetExceeded, match=r"run budget crossed .*max_tokens=1.*1 of 6 episodes ran"):
             reporter.evaluate(pool, requests, round_=0, phase=Phase.EVALUATION)
@@ -38,4 +37,4 @@ def test_crossing_the_token_budget_stops_the_evaluation_and_keeps_what_ran(
     stored = store.read("trajectories", run_id="budget")
     assert len(stored) == 1 and stored[0].tokens.total > 1
     assert stored[0].termination_reason is TerminationReason.BUDGET_EXCEEDED
-    assert pool.spent["tokens"] == stored[0].tokens.total
+    assert pool.budget.rollouts["tokens"] == stored[0].tokens.total

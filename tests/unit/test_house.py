@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 import ecdysis
-from ecdysis.evolution import METHODS, BatchDiagnoser, EvolutionMethod, LoopSettings, TrainingLoop, method
+from ecdysis.evolution import (
+    METHODS,
+    BatchDiagnoser,
+    EvolutionMethod,
+    FunctionEvaluator,
+    HarnessRef,
+    LoopSettings,
+    TrainingLoop,
+    method,
+)
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, RunStarted
 
 PACKAGE = Path(ecdysis.__file__).parent
@@ -85,8 +94,8 @@ def test_a_new_method_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch, tmp
     scripted = "scripted/ecdysis.benchmarks.refund_desk.scripted"
     backend = InMemoryBackend()
     with Gateway(store=store) as llm:
-        def evaluate(bundle: Path, digest: str, round_: int, phase: str) -> list[Any]:
-            return [bench.run(EpisodeRequest(task=task, harness_dir=bundle, harness_hash=digest,
+        def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Any]:
+            return [bench.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
                                              model=f"{scripted}:task_model", run_id="first-two", round=round_,
                                              phase=phase, max_steps=12, wall_clock_s=30), backend, llm)
                     for task in bench.tasks(None)]
@@ -94,7 +103,7 @@ def test_a_new_method_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch, tmp
         settings = LoopSettings(run_id="first-two", method="first-two", harness_dir=bench.seed_harnesses()["human"],
                                 max_rounds=1, workspace=tmp_path / "ws")
         diagnoser = method("first-two").diagnoser(DiagnoserParts(llm=llm, model=f"{scripted}:diagnoser"))
-        loop = TrainingLoop(settings, store, llm, backend, evaluate, diagnoser,
+        loop = TrainingLoop(settings, store, llm, backend, FunctionEvaluator(evaluate), diagnoser,
                             BuiltinCodingAgent(llm, f"{scripted}:coder", backend))
         (round0,) = loop.run().rounds
     backend.shutdown()
