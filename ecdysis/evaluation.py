@@ -16,7 +16,7 @@ from ecdysis.events.episodes import EvaluationReporter
 from ecdysis.evolution.evaluator import EvaluationBatch, HarnessRef, batch_of
 from ecdysis.metrics import EvalSummary, summarize
 from ecdysis.protocols import EpisodeRequest
-from ecdysis.records import Phase, RunManifest, Task, Trajectory, stable_hash
+from ecdysis.records import Phase, RunManifest, Task, Trajectory, stable_hash, utc_now
 from ecdysis.rollouts import RolloutSettings
 
 PHASES = {"base": Phase.EVALUATION, "candidate": Phase.CANDIDATE_EVALUATION, "eval": Phase.HELDOUT}
@@ -125,12 +125,18 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
     store.write_manifest(manifest)
     settings = settings.model_copy(update={"benchmarks": [plan.benchmark]})
     summaries: list[EvalSummary] = []
-    with EvalRun(store, settings, run_id, threshold=threshold) as run:
+    try:
+        parts = EvalRun(store, settings, run_id, threshold=threshold)
+    except BaseException:
+        store.write_manifest(manifest.model_copy(update={"status": "failed", "finished_at": utc_now()}))
+        raise
+    with parts as run:
         requests = [request for _, path, digest in harnesses for model in plan.models for request in episode_requests(
             tasks, harness_dir=path, harness_hash=digest, model=model, user_model=plan.user_model, trials=plan.trials,
             run_id=run_id, round=0, phase="eval", settings=settings, seed=plan.seed)]
-        run.started(total=len(requests), kind="eval")
         try:
+            run.started(total=len(requests), kind="eval", harnesses=len(harnesses), models=len(plan.models),
+                        tasks=len(tasks), trials=plan.trials)
             trajectories = run.reporter.evaluate(run.pool, requests, round_=0, phase=Phase.HELDOUT,
                                                  on_result=on_result)
         except BaseException as exc:
@@ -140,7 +146,8 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
             for model in plan.models:
                 cell = [t for t in trajectories if t.harness_hash == digest and t.model == model]
                 summaries.append(summarize(cell, harness=spec, model=model, k=plan.trials))
-        run.finished(manifest)
+        run.finished(manifest, kind="eval", episodes=len(trajectories),
+                     failures=sum(run.reporter.failed(t) for t in trajectories))
     return run_id, summaries
 
 

@@ -125,3 +125,15 @@ def test_checkpoints_are_typed_and_older_ones_still_read(tmp_path: Path) -> None
     store.put_object("checkpoints", "r/run", json.dumps({"config": {"run_id": "r"}}).encode())
     with pytest.raises(CheckpointError, match="checkpoint 'run' cannot be read as RunStarted"):
         Checkpoints(store, "r").get("run", RunStarted)
+
+
+def test_the_training_driver_run_stays_short() -> None:
+    """``TrainingDriver.run`` only runs what the build layer (``ecdysis.build``) made: 40 lines at most, its
+    signature and docstring included."""
+    import ecdysis.training
+
+    tree = ast.parse(Path(ecdysis.training.__file__).read_text(encoding="utf-8"))
+    driver = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainingDriver")
+    run = next(n for n in driver.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    assert run.end_lineno is not None
+    assert run.end_lineno - run.lineno + 1 <= 40
