@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 from ecdysis.benchmarks import build
 from ecdysis.events import EventLog
 from ecdysis.events.episodes import EvaluationReporter
-from ecdysis.events.hooks import EventLogHooks, Hooks, MlflowHooks, RunFailed, RunFinished, RunHooks, RunStarted
+from ecdysis.events.hooks import EventLogHooks, MlflowHooks, RunFailed, RunFinished, RunHooks, RunStarted
 from ecdysis.events.log import DEFAULT_FLUSH_S, DEFAULT_HEARTBEAT_S
 from ecdysis.llm.budget import Budget
 from ecdysis.llm.errors import BudgetExceeded
@@ -86,8 +86,7 @@ class RunParts:
     """
 
     def __init__(self, store: Any, settings: RolloutSettings, run_id: str, *, kind: str, threshold: float,
-                 heartbeat_s: float = DEFAULT_HEARTBEAT_S, flush_s: float = DEFAULT_FLUSH_S,
-                 trackers: list[Hooks] | None = None) -> None:
+                 heartbeat_s: float = DEFAULT_HEARTBEAT_S, flush_s: float = DEFAULT_FLUSH_S) -> None:
         self.store = store
         self.settings = settings
         self.run_id = run_id
@@ -100,7 +99,8 @@ class RunParts:
         try:
             self.events = EventLog(store, run_id, flush_s=flush_s, heartbeat_s=heartbeat_s).start()
             self._closers.append(self.events.close)
-            self.hooks = RunHooks([EventLogHooks(self.events), *(trackers or [])])
+            self.hooks = RunHooks([EventLogHooks(self.events)])
+            """The run's subscribers, the event log first (the others, e.g. the MLflow mirror, read what it wrote)."""
             self.reporter = EvaluationReporter(self.events, threshold=threshold, budget=self.budget)
         except BaseException:
             self.close()
@@ -151,8 +151,12 @@ class RunParts:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        try:
+            self.close()
+        except Exception:
+            if kind is None:  # a fault while closing must not hide the one that ended the run
+                raise
 
 
 class EvalRun(RunParts):

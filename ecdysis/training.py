@@ -71,10 +71,10 @@ class TrainingDriver:
             try:
                 result = parts.loop.resume(self.run_id) if resume else parts.loop.run()
                 heldout = self._heldout(parts, result) if evaluate_heldout else []
+                parts.finished(manifest, final_score=result.final_score, final_hash=result.final_hash)
             except Exception as exc:
                 parts.failed(manifest, exc)
                 raise
-            parts.finished(manifest, final_score=result.final_score, final_hash=result.final_hash)
         return TrainingOutcome(
             run_id=self.run_id, method=self.method, initial_hash=result.initial_hash, final_hash=result.final_hash,
             final_train_score=result.final_score, rounds=sorted(result.rounds, key=lambda r: r.round),

@@ -8,7 +8,8 @@ tasks → accept iff the acceptance policy says so (strictly better training sco
 
 Every completed step is persisted as a typed checkpoint (:mod:`ecdysis.evolution.checkpoints`), so
 :meth:`TrainingLoop.resume` continues a crashed run where it stopped, reusing stored trajectories, specs and
-candidates.
+candidates. Within one process the loop keeps the batch its `Evaluator` returned (the failures come from it); only a
+resumed run reads trajectories back from the store.
 
 >>> loop = TrainingLoop(settings, store, gateway, backend, evaluator, diagnoser, coder)  # doctest: +SKIP
 >>> result = loop.run()                                                                  # doctest: +SKIP
@@ -326,6 +327,8 @@ class TrainingLoop:
             self.store.append("trajectories", trajectories, run_id=self.config.run_id, round=round_,
                               batch_id=f"{phase}-{harness_hash[:16]}")
         ref = EvaluationRef(round=round_, phase=phase, ids=[t.trajectory_id for t in trajectories])
+        # A round needs its own evaluations and, carried over, the previous round's accepted candidate.
+        self._evaluated = {key: kept for key, kept in self._evaluated.items() if key[0] >= round_ - 1}
         self._evaluated[(round_, phase)] = trajectories
         return ref, batch.score, batch.stats
 
