@@ -58,12 +58,39 @@ def training_tasks(config: RunConfig) -> tuple[list[Task], list[Task]]:
 
 
 def worker_parts(settings: RolloutSettings) -> tuple[Any, Any, Any]:
-    """A rollout worker's store, gateway and sandbox backend."""
+    """A rollout worker's store, gateway and sandbox backend (an `UnavailableBackend` when the configured one
+    cannot be built, so each episode ends as a sandbox error naming why)."""
     from ecdysis.llm import Gateway
     from ecdysis.sandbox import make_backend
 
     store = open_store(settings.store_uri)
-    return store, Gateway(settings.gateway, store=store), make_backend(settings.sandbox)
+    gateway = Gateway(settings.gateway, store=store)
+    try:
+        backend: Any = make_backend(settings.sandbox)
+    except Exception as exc:
+        backend = UnavailableBackend(exc)
+    return store, gateway, backend
+
+
+class UnavailableBackend:
+    """Stands for a sandbox backend that could not be built (an interpreter or daemon missing): every ``acquire``
+    raises why, so an episode ends as a retried sandbox error, not as a fault of the worker."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def acquire(self, bundle_dir: Path, bundle_hash: str) -> Any:
+        """Raise `SandboxUnavailable` with the build error."""
+        from ecdysis.sandbox.errors import SandboxUnavailable
+
+        raise SandboxUnavailable(f"the sandbox backend could not be built: {type(self.error).__name__}: "
+                                 f"{self.error}") from self.error
+
+    def pin_image(self, bundle_hash: str, reference: str) -> None:
+        """Nothing to pin: no sandbox will start."""
+
+    def shutdown(self) -> None:
+        """Nothing to close."""
 
 
 def mlflow_mirror(config: RunConfig, store: Any, run_id: str, *, warn: Any = None) -> Any:
