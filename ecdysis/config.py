@@ -24,6 +24,7 @@ from ecdysis.evolution.acceptance import AcceptanceConfig, StrictAcceptance
 from ecdysis.evolution.methods import BatchMethod, MethodConfig
 from ecdysis.llm.config import GatewayConfig
 from ecdysis.records import stable_hash
+from ecdysis.rollouts.settings import RolloutOptions
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
 from ecdysis.tracking.config import TrackingConfig
 
@@ -132,26 +133,9 @@ class TrainingConfig(Section):
         return data  # other methods never read it
 
 
-class RolloutsConfig(Section):
-    """How episodes are run in parallel."""
+class RolloutsConfig(Section, RolloutOptions):
+    """How episodes are run in parallel (the fields and defaults of `RolloutOptions`, plus the training trials)."""
 
-    workers: int | None = Field(default=None, ge=1)
-    """Rollout worker actors (None: one per CPU of the Ray cluster)."""
-    worker_resources: dict[str, float] = Field(default_factory=dict)
-    """Custom Ray resources each rollout worker needs, e.g. ``{"rollout": 1}`` to keep rollouts on the nodes that
-    offer it (``cluster/local-cluster.sh`` gives its worker nodes ``rollout`` units, the head none)."""
-    episodes_per_worker: int = Field(default=8, ge=1)
-    """Episodes one worker runs at once (they mostly wait on the model)."""
-    max_attempts: int = Field(default=3, ge=1)
-    """Attempts per episode when infrastructure fails (sandbox crash, worker loss)."""
-    keep_warm_s: float = Field(default=300.0, ge=0)
-    """On a Ray cluster the command joined (``ray.address``), rollout workers stay up this many seconds after their
-    last episode, and the next command with the same settings reuses them (no worker start-up). 0: never. Workers
-    that claim ``worker_resources`` are never kept (idle, they would hold those units from the next command)."""
-    max_steps: int = Field(default=30, ge=1)
-    """Task-model turns per episode."""
-    wall_clock_s: float = Field(default=300.0, gt=0)
-    """Wall-clock budget per episode."""
     train_trials: int = Field(default=1, ge=1)
     """Trials per training task in each training evaluation."""
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ecdysis.benchmarks import BenchmarkConfig, build, default_config
+from ecdysis.events.episodes import EvaluationReporter
+from ecdysis.evolution.evaluator import EvaluationBatch, HarnessRef, batch_of
 from ecdysis.metrics import EvalSummary, summarize
 from ecdysis.protocols import EpisodeRequest
-from ecdysis.records import RunManifest, Task, Trajectory, stable_hash, utc_now
-from ecdysis.rollouts import RolloutPool, RolloutSettings
+from ecdysis.records import Phase, RunManifest, Task, Trajectory, stable_hash, utc_now
+from ecdysis.rollouts import RolloutSettings
+
+PHASES = {"base": Phase.EVALUATION, "candidate": Phase.CANDIDATE_EVALUATION, "eval": Phase.HELDOUT}
+"""The event phase of each evaluation phase (``phase`` of the episode requests and trajectories)."""
 
 
 class EvalPlan(BaseModel):
@@ -66,9 +72,45 @@ def episode_requests(tasks: Sequence[Task], *, harness_dir: Path, harness_hash: 
     ]
 
 
+@dataclass
+class RolloutEvaluator:
+    """An `~ecdysis.evolution.evaluator.Evaluator` on a rollout pool: every task × model × trial of a harness, with
+    progress events through ``reporter``; returns the batch the pool produced (nothing is read back).
+
+    Example::
+
+        evaluator = RolloutEvaluator(pool, reporter, tasks, models=["openai/gpt-4.1"], user_model=None, trials=1,
+                                     run_id="r1", settings=settings)
+        batch = evaluator.evaluate(HarnessRef(bundle_dir, digest), "base", 0)
+    """
+
+    pool: Any
+    reporter: EvaluationReporter
+    tasks: list[Task]
+    models: list[str]
+    user_model: str | None
+    trials: int
+    run_id: str
+    settings: RolloutSettings
+    seed: int = 0
+
+    def evaluate(self, harness: HarnessRef, phase: str, round: int) -> EvaluationBatch:
+        """Run the harness's episodes for ``round`` (``phase``: base, candidate or eval)."""
+        started = time.monotonic()
+        requests = [request for model in self.models for request in episode_requests(
+            self.tasks, harness_dir=harness.path, harness_hash=harness.hash, model=model, user_model=self.user_model,
+            trials=self.trials, run_id=self.run_id, round=round, phase=phase, settings=self.settings, seed=self.seed)]
+        trajectories = self.reporter.evaluate(self.pool, requests, round_=round, phase=PHASES[phase])
+        return batch_of(trajectories, time.monotonic() - started)
+
+
 def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: str | None = None,
-             on_result: Callable[[Trajectory], None] | None = None) -> tuple[str, list[EvalSummary]]:
-    """Evaluate every (harness, model) pair; every trajectory is stored; returns the run id and table rows."""
+             on_result: Callable[[Trajectory], None] | None = None,
+             threshold: float = 1.0) -> tuple[str, list[EvalSummary]]:
+    """Evaluate every (harness, model) pair as a run: its events (run started, episodes, run finished or failed)
+    go to the store's event log, so ``ecdysis runs watch`` follows it; an episode below ``threshold`` counts as a
+    failure there. Every trajectory is stored; returns the run id and table rows."""
+    from ecdysis.build import EvalRun
     from ecdysis.harness import resolve_harness
 
     run_id = run_id or new_run_id("eval")
@@ -82,26 +124,30 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
     )
     store.write_manifest(manifest)
     settings = settings.model_copy(update={"benchmarks": [plan.benchmark]})
-    pool = RolloutPool(settings, store=store)
     summaries: list[EvalSummary] = []
     try:
-        requests = []
-        for _, path, digest in harnesses:
-            for model in plan.models:
-                requests += episode_requests(tasks, harness_dir=path, harness_hash=digest, model=model,
-                                             user_model=plan.user_model, trials=plan.trials, run_id=run_id,
-                                             round=0, phase="eval", settings=settings, seed=plan.seed)
-        trajectories = pool.evaluate(requests, on_result=on_result)
+        parts = EvalRun(store, settings, run_id, threshold=threshold)
+    except BaseException:
+        store.write_manifest(manifest.model_copy(update={"status": "failed", "finished_at": utc_now()}))
+        raise
+    with parts as run:
+        requests = [request for _, path, digest in harnesses for model in plan.models for request in episode_requests(
+            tasks, harness_dir=path, harness_hash=digest, model=model, user_model=plan.user_model, trials=plan.trials,
+            run_id=run_id, round=0, phase="eval", settings=settings, seed=plan.seed)]
+        try:
+            run.started(total=len(requests), kind="eval", harnesses=len(harnesses), models=len(plan.models),
+                        tasks=len(tasks), trials=plan.trials)
+            trajectories = run.reporter.evaluate(run.pool, requests, round_=0, phase=Phase.HELDOUT,
+                                                 on_result=on_result)
+        except BaseException as exc:
+            run.failed(manifest, exc)
+            raise
         for spec, _, digest in harnesses:
             for model in plan.models:
                 cell = [t for t in trajectories if t.harness_hash == digest and t.model == model]
                 summaries.append(summarize(cell, harness=spec, model=model, k=plan.trials))
-        store.write_manifest(manifest.model_copy(update={"status": "finished", "finished_at": utc_now()}))
-    except BaseException:
-        store.write_manifest(manifest.model_copy(update={"status": "failed", "finished_at": utc_now()}))
-        raise
-    finally:
-        pool.close()
+        run.finished(manifest, kind="eval", episodes=len(trajectories),
+                     failures=sum(run.reporter.failed(t) for t in trajectories))
     return run_id, summaries
 
 

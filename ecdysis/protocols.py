@@ -130,6 +130,12 @@ class SandboxBackend(Protocol):
         ...
 
 
+MAX_STEPS = 30
+"""Task-model turns per episode, unless ``rollouts.max_steps`` says otherwise (the one default of that setting)."""
+WALL_CLOCK_S = 300.0
+"""Wall-clock seconds per episode, unless ``rollouts.wall_clock_s`` says otherwise (the one default)."""
+
+
 class EpisodeRequest(BaseModel):
     """Everything that defines one rollout, for any benchmark (the task names its benchmark)."""
 
@@ -153,11 +159,11 @@ class EpisodeRequest(BaseModel):
     round: int = 0
     phase: str = "eval"
     attempt: int = 0
-    max_steps: int = Field(default=50, ge=1)
+    max_steps: int = Field(default=MAX_STEPS, ge=1)
     """Most ``llm.complete`` requests (task-model turns) in the episode."""
     max_errors: int = Field(default=10, ge=1)
     """Failed tool calls before the episode ends with ``too_many_errors`` (τ²'s default)."""
-    wall_clock_s: float = Field(default=600.0, gt=0)
+    wall_clock_s: float = Field(default=WALL_CLOCK_S, gt=0)
 
     def trajectory_id(self) -> str:
         """Deterministic id of this rollout attempt."""

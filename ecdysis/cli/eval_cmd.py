@@ -58,8 +58,9 @@ def eval_command(
     """Evaluate harnesses on held-out tasks: accuracy, Pass@k, Pass^k, tokens, cache hit rate, cost, time."""
     from pydantic import ValidationError
 
-    from ecdysis.config import ConfigError, field_errors, load_config
+    from ecdysis.config import ConfigError, TrainingConfig, field_errors, load_config
     from ecdysis.evaluation import EvalPlan, run_eval, select_tasks
+    from ecdysis.events.episodes import counts_as_failure
     from ecdysis.harness import BundleError, resolve_harness
     from ecdysis.ray_env import ensure_ray
 
@@ -93,6 +94,7 @@ def eval_command(
         fail("; ".join(f"benchmark.{path}: {message}" for path, message in field_errors(err)))
     except (BundleError, ValueError) as err:
         fail(str(err))
+    threshold = base.training.failure_threshold if base is not None else TrainingConfig().failure_threshold
     ensure_ray(ray_address)
     try:
         with _progress() as progress:
@@ -101,12 +103,13 @@ def eval_command(
 
             def on_result(trajectory: Trajectory) -> None:
                 nonlocal failures
-                failures += trajectory.reward < 1.0
+                failures += counts_as_failure(trajectory, threshold)
                 progress.update(bar, advance=1, failures=failures)
 
             total = len(harness) * len(models) * trials * (len(task_id) if task_id else (tasks or 0))
             progress.update(bar, total=total or None)
-            run_id, rows = run_eval(plan, store=artifacts, settings=settings, on_result=on_result)
+            run_id, rows = run_eval(plan, store=artifacts, settings=settings, on_result=on_result,
+                                    threshold=threshold)
     except (BundleError, ValueError) as err:
         fail(str(err))
     what = chosen.name + (f" {getattr(chosen, 'domain', '')}" if getattr(chosen, "domain", None) else "")
@@ -133,16 +136,14 @@ def _benchmark(base: Any, name: str | None, domain: str | None, options: list[st
 
 def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | None,
               concurrency: int | None) -> Any:
+    from ecdysis.build import rollout_settings
     from ecdysis.extensions import names, validate_section
     from ecdysis.rollouts import RolloutSettings
     from ecdysis.sandbox import SandboxSection
 
     values: dict[str, Any] = {"store_uri": store_uri}
     if base is not None:
-        r = base.rollouts
-        values.update(gateway=base.llm, sandbox=base.sandbox, workers=r.workers, worker_resources=r.worker_resources,
-                      episodes_per_worker=r.episodes_per_worker, max_attempts=r.max_attempts, max_steps=r.max_steps,
-                      wall_clock_s=r.wall_clock_s, keep_warm_s=r.keep_warm_s)
+        values = rollout_settings(base).model_dump(exclude={"benchmarks"}) | values
     if sandbox is not None:
         if sandbox not in names("sandbox"):
             raise ValueError(f"--sandbox must be one of {', '.join(names('sandbox'))}, not {sandbox!r}")

@@ -82,6 +82,8 @@ def describe(event: RunEvent, state: RunState) -> str | None:
     r = f"round {event.round}"
     p = event.phase.value if event.phase is not None else ""
     pl = event.payload
+    if event.kind == EventKind.RUN_STARTED and pl.get("kind") == "eval":
+        return f"run {event.run_id} started: evaluation of {event.total} episodes"
     if event.kind == EventKind.RUN_STARTED:
         return (f"run {event.run_id} started: method {pl.get('method')}, at most {pl.get('max_rounds')} rounds, "
                 f"{pl.get('train_tasks')} training tasks" + (" (resumed)" if pl.get("resume") else ""))
@@ -115,6 +117,8 @@ def describe(event: RunEvent, state: RunState) -> str | None:
         return f"budget warning: {pl.get('used')} of {pl.get('budget')}={pl.get('limit')} used"
     if event.kind == EventKind.WARNING:
         return f"warning: {pl.get('message')}"
+    if event.kind == EventKind.RUN_FINISHED and pl.get("kind") == "eval":
+        return f"run {event.run_id} finished · {pl.get('episodes', 0)} episodes, {pl.get('failures', 0)} failures"
     if event.kind == EventKind.RUN_FINISHED:
         return f"run {event.run_id} finished · final training score {pl.get('final_score', 0.0):.3f}"
     if event.kind == EventKind.RUN_FAILED:

@@ -90,9 +90,6 @@ def watch_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreO
         manifest = artifacts.read_manifest(run)
         if manifest is None and not artifacts.list_batches("events", run_id=run):
             fail(f"run {run!r} not found in {artifacts.uri}")
-        if manifest is not None and manifest.kind != "train":
-            fail(f"run {run} is an {manifest.kind} run: only training runs publish events to follow "
-                 f"(its status: {manifest.status}; see `ecdysis runs show {run}`)")
         ended = follow(artifacts, run, make_view(console), interval_s=interval)
     except (StoreError, ValueError) as err:
         fail(str(err))

@@ -129,11 +129,11 @@ def _watch_driver(cfg: RunConfig, run_id: str, start: Callable[[], Any]) -> Any:
     returns the run's object ref once it is done."""
     import ray
 
+    from ecdysis.build import open_store
     from ecdysis.cli.progress import follow, make_view
     from ecdysis.events import EventFollower
-    from ecdysis.store import ArtifactStore
 
-    store = ArtifactStore(cfg.storage.uri)
+    store = open_store(cfg.storage.uri)
     # Only this attempt's events: a resumed run's earlier ones are history (`ecdysis runs watch` shows them).
     follower = EventFollower(store, run_id, only_new=True)
     ref = start()

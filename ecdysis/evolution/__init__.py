@@ -9,8 +9,9 @@ from ecdysis.coders.gateway_proxy import GatewayProxy
 from ecdysis.evolution.acceptance import AcceptancePolicy, AcceptanceSection, Decision, StrictImprovement
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, LoopSettings
 from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
+from ecdysis.evolution.evaluator import EvaluationBatch, Evaluator, FunctionEvaluator, HarnessRef, score
 from ecdysis.evolution.failures import failures_from, trim_for_context
-from ecdysis.evolution.loop import TrainingLoop, TrainingResult, score
+from ecdysis.evolution.loop import TrainingLoop, TrainingResult
 from ecdysis.evolution.methods import DiagnoserParts, MethodSection, method
 from ecdysis.harness.validation import ValidationResult, check_bundle, run_selftest, validate_bundle
 
@@ -24,7 +25,11 @@ __all__ = [
     "Checkpoints",
     "Decision",
     "DiagnoserParts",
+    "EvaluationBatch",
+    "Evaluator",
+    "FunctionEvaluator",
     "GatewayProxy",
+    "HarnessRef",
     "LoopSettings",
     "MethodSection",
     "SequentialDiagnoser",

@@ -8,9 +8,10 @@ tasks → accept iff the acceptance policy says so (strictly better training sco
 
 Every completed step is persisted as a typed checkpoint (:mod:`ecdysis.evolution.checkpoints`), so
 :meth:`TrainingLoop.resume` continues a crashed run where it stopped, reusing stored trajectories, specs and
-candidates.
+candidates. Within one process the loop keeps the batch its `Evaluator` returned (the failures come from it); only a
+resumed run reads trajectories back from the store.
 
->>> loop = TrainingLoop(settings, store, gateway, backend, evaluate, diagnoser, coder)   # doctest: +SKIP
+>>> loop = TrainingLoop(settings, store, gateway, backend, evaluator, diagnoser, coder)  # doctest: +SKIP
 >>> result = loop.run()                                                                  # doctest: +SKIP
 >>> result.final_hash, result.final_score                                               # doctest: +SKIP
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from ecdysis import harness
 from ecdysis.errors import Fatal
 from ecdysis.evolution.acceptance import AcceptancePolicy, StrictImprovement
-from ecdysis.evolution.accounting import PhaseMeter, rollout_stats
+from ecdysis.evolution.accounting import PhaseMeter
 from ecdysis.evolution.checkpoints import (
     BaseEvaluated,
     CandidateBuilt,
@@ -44,16 +45,12 @@ from ecdysis.evolution.checkpoints import (
     RunStarted,
     StopHook,
 )
+from ecdysis.evolution.evaluator import EvaluationBatch, Evaluator, HarnessRef
 from ecdysis.evolution.failures import failures_from
 from ecdysis.evolution.methods import method
 from ecdysis.harness.validation import ValidationResult, validate_bundle
 from ecdysis.protocols import CodingAgent, Diagnoser, EventSink, LLMClient, SandboxBackend, Store
 from ecdysis.records import EventKind, FailureRecord, HarnessVersion, Phase, PhaseStats, RoundResult, Trajectory
-
-Evaluate = Callable[[Path, str, int, str], list[Trajectory]]
-"""``evaluate(bundle_dir, harness_hash, round, phase) -> trajectories`` on the training tasks; the trajectories
-carry the run's ``run_id`` and the given ``round`` (``phase`` is ``base`` or ``candidate``) and have unique ids.
-Infrastructure endings should already have been retried; those left are excluded from scores and failures."""
 
 PHASES = ("evaluation", "diagnosis", "coding", "validation", "candidate_evaluation")
 
@@ -69,17 +66,11 @@ class TrainingResult:
     rounds: list[RoundResult] = field(default_factory=list)
 
 
-def score(trajectories: Sequence[Trajectory]) -> float:
-    """Mean reward over trajectories that did not end for infrastructure reasons (0.0 when none did)."""
-    counted = [t.reward for t in trajectories if not t.termination_reason.is_infrastructure]
-    return sum(counted) / len(counted) if counted else 0.0
-
-
 class TrainingLoop:
     """Runs (or resumes) the rounds of one training run; see the module docstring."""
 
     def __init__(self, settings: LoopSettings, store: Store, llm: LLMClient, backend: SandboxBackend,
-                 evaluate: Evaluate, diagnoser: Diagnoser, coding_agent: CodingAgent,
+                 evaluator: Evaluator, diagnoser: Diagnoser, coding_agent: CodingAgent,
                  *, acceptance: AcceptancePolicy | None = None, stop_hook: StopHook | None = None,
                  events: EventSink | None = None,
                  on_round: Callable[[RoundResult], None] | None = None) -> None:
@@ -88,17 +79,20 @@ class TrainingLoop:
         self.store = store
         self.llm = llm
         self.backend = backend
-        self.evaluate = evaluate
+        self.evaluator = evaluator
         self.diagnoser = diagnoser
         self.coding_agent = coding_agent
         self.acceptance = acceptance or StrictImprovement()
         self.stop_hook = stop_hook
         self.events = events
         """Receives diagnosis, coding, validation and decision events (evaluation progress comes from
-        ``evaluate``, which knows the episodes)."""
+        the evaluator, which knows the episodes)."""
         self.on_round = on_round
         """Called with each round's result once it is decided (also for rounds a resume finds decided)."""
         self._workspace: Path | None = None
+        self._evaluated: dict[tuple[int, str], list[Trajectory]] = {}
+        """The trajectories of this process's evaluations, by (round, phase): failures come from them, not from a
+        read of the store."""
 
     # -- entry points --------------------------------------------------------------------------------------------
 
@@ -327,16 +321,21 @@ class TrainingLoop:
 
     def _evaluate(self, bundle_dir: Path, harness_hash: str, round_: int,
                   phase: str) -> tuple[EvaluationRef, float, PhaseStats]:
-        started = time.monotonic()
-        trajectories = self.evaluate(bundle_dir, harness_hash, round_, phase)
+        batch: EvaluationBatch = self.evaluator.evaluate(HarnessRef(bundle_dir, harness_hash), phase, round_)
+        trajectories = batch.trajectories
         if self.config.write_trajectories:
             self.store.append("trajectories", trajectories, run_id=self.config.run_id, round=round_,
                               batch_id=f"{phase}-{harness_hash[:16]}")
-        stats = rollout_stats(trajectories, time.monotonic() - started)
         ref = EvaluationRef(round=round_, phase=phase, ids=[t.trajectory_id for t in trajectories])
-        return ref, score(trajectories), stats
+        # A round needs its own evaluations and, carried over, the previous round's accepted candidate.
+        self._evaluated = {key: kept for key, kept in self._evaluated.items() if key[0] >= round_ - 1}
+        self._evaluated[(round_, phase)] = trajectories
+        return ref, batch.score, batch.stats
 
     def _trajectories(self, ref: EvaluationRef) -> list[Trajectory]:
+        kept = self._evaluated.get((ref.round, ref.phase))
+        if kept is not None and [t.trajectory_id for t in kept] == ref.ids:
+            return kept
         stored = self.store.read("trajectories", run_id=self.config.run_id, round=ref.round)
         by_id = {t.trajectory_id: t for t in stored}
         missing = [i for i in ref.ids if i not in by_id]

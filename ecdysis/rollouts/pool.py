@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ecdysis.llm.budget import Budget
 from ecdysis.ray_env import joined_cluster
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.distribution import HarnessDistribution
@@ -35,7 +36,9 @@ class RolloutPool:
         pool.close()
     """
 
-    def __init__(self, settings: RolloutSettings, *, store: Any | None = None) -> None:
+    def __init__(self, settings: RolloutSettings, *, store: Any | None = None, budget: Budget | None = None) -> None:
+        """``budget``: the run's account (default: one of its own, with the gateway settings' limits); the pool
+        charges each finished rollout to it and stops dispatching once it is crossed."""
         import ray
 
         self.settings = settings
@@ -63,10 +66,8 @@ class RolloutPool:
         self.retries = 0
         self.workers_lost = 0
         self.hung_episodes = 0
-        self.spent: dict[str, float] = {"tokens": 0.0, "cost_usd": 0.0}
-        """Tokens and USD of every finished rollout (task model and user simulator)."""
-        self.extra_usage: Callable[[], tuple[float, float]] | None = None
-        """Usage spent elsewhere in the run (the driver's diagnosis and coding calls) counted against the budget."""
+        self.budget = budget or Budget.of(settings.gateway)
+        """The run's spending: every finished rollout (task model and user simulator) is charged to it."""
         self.trajectory_nodes: dict[str, str] = {}
         """Trajectory id → Ray node id of the worker that returned it (lost attempts have no entry)."""
         self.distribution = HarnessDistribution(settings.sandbox, store)
@@ -152,7 +153,7 @@ class RolloutPool:
         deadlines: dict[Any, float] = {}
         load = {id(w): 0 for w in self._workers}
         while pending or in_flight:
-            over = self._over_budget()
+            over = self.budget.crossed()
             if over is not None:
                 pending.clear()  # start nothing new; what is in flight still finishes and is stored
             while pending and len(in_flight) < self.capacity:
@@ -193,13 +194,13 @@ class RolloutPool:
                 results[index] = trajectory
                 if on_result is not None:
                     on_result(trajectory)
-        over = self._over_budget()
+        over = self.budget.crossed()
         if over is not None and len(results) < len(requests):
             from ecdysis.llm.errors import BudgetExceeded
 
             run_id = requests[0].run_id if requests else ""
             raise BudgetExceeded(f"run budget crossed ({over}); {len(results)} of {len(requests)} episodes ran and "
-                                 "are stored", run_id=run_id, usage=dict(self.spent))
+                                 "are stored", run_id=run_id, usage=self.budget.rollouts)
         return [results[i] for i in range(len(requests))]
 
     def _kill_hung(self, in_flight: dict[Any, tuple[int, int, Any, Any]], deadlines: dict[Any, float],
@@ -219,21 +220,7 @@ class RolloutPool:
                         deadlines.pop(other, None)
 
     def _spend(self, trajectory: Trajectory) -> None:
-        self.spent["tokens"] += trajectory.tokens.total
-        self.spent["cost_usd"] += trajectory.cost_usd or 0.0
-
-    def _over_budget(self) -> str | None:
-        """Which run budget (``gateway.max_usd`` / ``max_tokens``) rollouts plus ``extra_usage`` have crossed."""
-        tokens, usd = self.spent["tokens"], self.spent["cost_usd"]
-        if self.extra_usage is not None:
-            more_tokens, more_usd = self.extra_usage()
-            tokens, usd = tokens + more_tokens, usd + more_usd
-        max_tokens, max_usd = self.settings.gateway.max_tokens, self.settings.gateway.max_usd
-        if max_tokens is not None and tokens >= max_tokens:
-            return f"{tokens:.0f} tokens of max_tokens={max_tokens}"
-        if max_usd is not None and usd >= max_usd:
-            return f"${usd:.4f} of max_usd={max_usd}"
-        return None
+        self.budget.charge(tokens=trajectory.tokens.total, usd=trajectory.cost_usd or 0.0)
 
     def _replace(self, worker: Any, load: dict[int, int]) -> None:
         if worker in self._workers:

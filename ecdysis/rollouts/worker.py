@@ -69,13 +69,9 @@ class RolloutWorker:
 
     def _build_parts(self) -> tuple[Any, Any, Any]:
         if self._gateway is None:
-            from ecdysis.llm import Gateway
-            from ecdysis.sandbox import make_backend
-            from ecdysis.store import ArtifactStore
+            from ecdysis.build import worker_parts
 
-            self._store = ArtifactStore(self.settings.store_uri)
-            self._gateway = Gateway(self.settings.gateway, store=self._store)
-            self._backend = make_backend(self.settings.sandbox)
+            self._store, self._gateway, self._backend = worker_parts(self.settings)
         return self._store, self._gateway, self._backend
 
     def ping(self) -> str:

@@ -10,7 +10,15 @@ import pytest
 
 from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent
-from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
+from ecdysis.evolution import (
+    DiagnoserParts,
+    EvaluationBatch,
+    FunctionEvaluator,
+    HarnessRef,
+    LoopSettings,
+    TrainingLoop,
+    method,
+)
 from ecdysis.llm import Gateway
 from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
 from ecdysis.records import Trajectory
@@ -60,13 +68,13 @@ def seed(tmp_path: Path) -> Path:
 
 
 def refund_desk_episodes(backend: SandboxBackend, llm: LLMClient, model: str, run_id: str,
-                         task_ids: list[str] | None = None) -> Callable[[Path, str, int, str], list[Trajectory]]:
-    """An ``evaluate(bundle_dir, harness_hash, round, phase)`` for the training loop: one refund-desk episode per
-    task, through the benchmark seam."""
+                         task_ids: list[str] | None = None) -> Callable[[HarnessRef, str, int], list[Trajectory]]:
+    """A ``run(harness, phase, round)`` for a `FunctionEvaluator`: one refund-desk episode per task, through the
+    benchmark seam."""
     tasks = REFUND_DESK.tasks(None, ids=task_ids)
 
-    def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Trajectory]:
-        return [REFUND_DESK.run(EpisodeRequest(task=task, harness_dir=bundle_dir, harness_hash=harness_hash,
+    def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Trajectory]:
+        return [REFUND_DESK.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
                                                model=model, run_id=run_id, round=round_, phase=phase, max_steps=12,
                                                wall_clock_s=60), backend, llm) for task in tasks]
 
@@ -74,15 +82,15 @@ def refund_desk_episodes(backend: SandboxBackend, llm: LLMClient, model: str, ru
 
 
 class Counting:
-    """An ``evaluate`` callable over real sandboxed episodes that remembers what it evaluated."""
+    """An `Evaluator` over real sandboxed episodes that remembers what it evaluated."""
 
-    def __init__(self, inner: Callable[[Path, str, int, str], list[Trajectory]]) -> None:
-        self.inner = inner
+    def __init__(self, inner: Callable[[HarnessRef, str, int], list[Trajectory]]) -> None:
+        self.inner = FunctionEvaluator(inner)
         self.calls: list[tuple[str, int, str]] = []
 
-    def __call__(self, bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Trajectory]:
-        self.calls.append((harness_hash, round_, phase))
-        return self.inner(bundle_dir, harness_hash, round_, phase)
+    def evaluate(self, harness: HarnessRef, phase: str, round: int) -> EvaluationBatch:
+        self.calls.append((harness.hash, round, phase))
+        return self.inner.evaluate(harness, phase, round)
 
 
 @pytest.fixture

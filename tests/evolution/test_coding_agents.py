@@ -23,7 +23,7 @@ from ecdysis.benchmarks.tau2.scripted import REPEAT_MARKER
 from ecdysis.coders import AiderConfig, CodingAgentFailed, OpenCodeConfig, SandboxedCLIAgent
 from ecdysis.coders.sandboxed import Invocation, foreign_packages, run_cli
 from ecdysis.config import parse_config
-from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
+from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop, method
 from ecdysis.harness import copy_bundle
 from ecdysis.llm import Gateway
 from ecdysis.protocols import EpisodeRequest, SandboxBackend
@@ -51,12 +51,12 @@ def _needs(config: OpenCodeConfig | AiderConfig) -> None:
 
 
 def _evaluate(backend: SandboxBackend, gateway: Gateway, run_id: str):  # type: ignore[no-untyped-def]
-    def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Trajectory]:
+    def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Trajectory]:
         return [TAU2.run(EpisodeRequest(
-            task=Task(domain="airline", task_id=task_id), harness_dir=bundle_dir, harness_hash=harness_hash,
+            task=Task(domain="airline", task_id=task_id), harness_dir=harness.path, harness_hash=harness.hash,
             model=f"{TAU}:repeat_write_agent", user_model=f"{TAU}:scripted_user", run_id=run_id, round=round_,
             phase=phase), backend, gateway) for task_id in TASKS]
-    return evaluate
+    return FunctionEvaluator(evaluate)
 
 
 @dataclass

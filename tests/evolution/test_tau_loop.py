@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ import pytest
 from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
 from ecdysis.benchmarks.tau2.scripted import REPEAT_MARKER
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent
-from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
+from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop, method
 from ecdysis.llm import Gateway
 from ecdysis.protocols import EpisodeRequest, SandboxBackend
 from ecdysis.records import Task, Trajectory
@@ -25,13 +24,13 @@ TAU = "scripted/ecdysis.benchmarks.tau2.scripted"
 @pytest.mark.slow
 def test_ecdysis_and_se_find_the_repeated_write_fix(tmp_path: Path, store: ArtifactStore, gateway: Gateway,
                                                      backend: SandboxBackend) -> None:
-    def evaluator(run_id: str) -> Callable[[Path, str, int, str], list[Trajectory]]:
-        def evaluate(bundle_dir: Path, harness_hash: str, round_: int, phase: str) -> list[Trajectory]:
+    def evaluator(run_id: str) -> FunctionEvaluator:
+        def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Trajectory]:
             return [TAU2.run(EpisodeRequest(
-                task=Task(domain="airline", task_id=task_id), harness_dir=bundle_dir, harness_hash=harness_hash,
+                task=Task(domain="airline", task_id=task_id), harness_dir=harness.path, harness_hash=harness.hash,
                 model=f"{TAU}:repeat_write_agent", user_model=f"{TAU}:scripted_user", run_id=run_id,
                 round=round_, phase=phase), backend, gateway) for task_id in TASKS]
-        return evaluate
+        return FunctionEvaluator(evaluate)
 
     results = {}
     for name in ("ecdysis", "se"):

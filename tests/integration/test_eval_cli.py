@@ -124,3 +124,50 @@ def test_eval_needs_a_model_unless_a_config_names_one(local_ray: dict[str, Any],
     (stored,) = ArtifactStore(tmp_path / "runs").read("trajectories", run_id=run.run_id)
     assert stored.model == "scripted/ecdysis.benchmarks.tau2.scripted:repeat_write_agent"  # the config's model
     assert stored.reward == 0.0  # its flaw, under the human harness
+
+
+def test_an_eval_run_publishes_the_events_runs_watch_follows(local_ray: dict[str, Any], tmp_path: Path) -> None:
+    """``ecdysis eval`` is a run like training: run started, one episode event per finished episode (held-out
+    phase), run finished; ``ecdysis runs watch`` follows it from the store."""
+    from ecdysis.records import EventKind, Phase
+
+    result = _eval(tmp_path / "runs", "--task-id", "0")
+    assert result.exit_code == 0, result.output
+    store = ArtifactStore(tmp_path / "runs")
+    [run] = store.list_runs()
+    events = sorted(store.read("events", run_id=run.run_id), key=lambda e: (e.time, e.seq))
+    kinds = [e.kind for e in events if e.kind is not EventKind.HEARTBEAT]
+    assert kinds[0] is EventKind.RUN_STARTED and kinds[-1] is EventKind.RUN_FINISHED
+    assert events[0].total == 4 and events[0].payload["kind"] == "eval"  # 2 harnesses × 1 task × 2 trials
+    episodes = [e for e in events if e.kind is EventKind.EPISODE]
+    assert [(e.done, e.total, e.phase) for e in episodes] == [(i, 4, Phase.HELDOUT) for i in range(1, 5)]
+    stored: list[Trajectory] = store.read("trajectories", run_id=run.run_id)
+    assert episodes[-1].failures == sum(t.reward < 1.0 for t in stored)  # the default threshold, 1.0
+
+    watched = runner.invoke(app, ["runs", "watch", run.run_id, "--store", str(tmp_path / "runs")])
+    assert watched.exit_code == 0, watched.output
+    assert f"run {run.run_id} started: evaluation of 4 episodes" in watched.output
+    assert "round 0 heldout: done" in watched.output and f"run {run.run_id} finished" in watched.output
+
+
+def test_eval_counts_failures_by_the_configs_failure_threshold(local_ray: dict[str, Any], tmp_path: Path) -> None:
+    """A failure is what training calls one: reward below ``training.failure_threshold``, not below 1.0."""
+    import yaml
+
+    from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
+    from ecdysis.records import EventKind
+
+    data = yaml.safe_load((BUILTIN_CONFIGS / "scripted.yaml").read_text())
+    data["training"]["failure_threshold"] = 0.0  # nothing scores below 0: no failure
+    config = tmp_path / "lenient.yaml"
+    config.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["eval", "--config", str(config), "--task-id", "7", "--trials", "1", "--sandbox",
+                                 "process", "--workers", "1", "--store", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    store = ArtifactStore(tmp_path / "runs")
+    [run] = store.list_runs()
+    (stored,) = store.read("trajectories", run_id=run.run_id)
+    assert stored.reward == 0.0  # a failure under the default threshold
+    episodes = [e for e in store.read("events", run_id=run.run_id) if e.kind is EventKind.EPISODE]
+    assert [e.failures for e in episodes] == [0]
+    assert "failures: 0" in result.output

@@ -12,7 +12,7 @@ import pytest
 
 import ecdysis
 from ecdysis import extensions
-from ecdysis.evolution import BatchDiagnoser, LoopSettings, MethodSection, TrainingLoop
+from ecdysis.evolution import BatchDiagnoser, FunctionEvaluator, HarnessRef, LoopSettings, MethodSection, TrainingLoop
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, RunStarted
 
 PACKAGE = Path(ecdysis.__file__).parent
@@ -104,8 +104,8 @@ def test_a_new_method_is_one_registry_entry(registry: Any, tmp_path: Path) -> No
     scripted = "scripted/ecdysis.benchmarks.refund_desk.scripted"
     backend = InMemoryBackend()
     with Gateway(store=store) as llm:
-        def evaluate(bundle: Path, digest: str, round_: int, phase: str) -> list[Any]:
-            return [bench.run(EpisodeRequest(task=task, harness_dir=bundle, harness_hash=digest,
+        def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Any]:
+            return [bench.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
                                              model=f"{scripted}:task_model", run_id="first-two", round=round_,
                                              phase=phase, max_steps=12, wall_clock_s=30), backend, llm)
                     for task in bench.tasks(None)]
@@ -113,7 +113,7 @@ def test_a_new_method_is_one_registry_entry(registry: Any, tmp_path: Path) -> No
         settings = LoopSettings(run_id="first-two", method="first-two", harness_dir=bench.seed_harnesses()["human"],
                                 max_rounds=1, workspace=tmp_path / "ws")
         diagnoser = config.training.method.diagnoser(DiagnoserParts(llm=llm, model=f"{scripted}:diagnoser"))
-        loop = TrainingLoop(settings, store, llm, backend, evaluate, diagnoser,
+        loop = TrainingLoop(settings, store, llm, backend, FunctionEvaluator(evaluate), diagnoser,
                             BuiltinCodingAgent(llm, f"{scripted}:coder", backend))
         (round0,) = loop.run().rounds
     backend.shutdown()
@@ -135,3 +135,15 @@ def test_checkpoints_are_typed_and_older_ones_still_read(tmp_path: Path) -> None
     store.put_object("checkpoints", "r/run", json.dumps({"config": {"run_id": "r"}}).encode())
     with pytest.raises(CheckpointError, match="checkpoint 'run' cannot be read as RunStarted"):
         Checkpoints(store, "r").get("run", RunStarted)
+
+
+def test_the_training_driver_run_stays_short() -> None:
+    """``TrainingDriver.run`` only runs what the build layer (``ecdysis.build``) made: 40 lines at most, its
+    signature and docstring included."""
+    import ecdysis.training
+
+    tree = ast.parse(Path(ecdysis.training.__file__).read_text(encoding="utf-8"))
+    driver = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainingDriver")
+    run = next(n for n in driver.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    assert run.end_lineno is not None
+    assert run.end_lineno - run.lineno + 1 <= 40

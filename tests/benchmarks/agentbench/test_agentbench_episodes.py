@@ -146,7 +146,7 @@ def test_training_fixes_the_recurring_flaw(tmp_path: Path, backend: Any, gateway
     diagnoser and coder add the reminder; the candidate scores 1.0 and is accepted."""
     _needs("agentbench-db")
     from ecdysis.coders.builtin_agent import BuiltinCodingAgent
-    from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method
+    from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop, method
     from ecdysis.llm import Gateway
     from ecdysis.store import ArtifactStore
 
@@ -155,15 +155,15 @@ def test_training_fixes_the_recurring_flaw(tmp_path: Path, backend: Any, gateway
     tasks = db.tasks(None, ids=["dev-0", "dev-1", "dev-3"])
 
     with Gateway(store=store) as llm:
-        def evaluate(bundle: Path, digest: str, round_: int, phase: str) -> list[Trajectory]:
-            return [db.run(EpisodeRequest(task=task, harness_dir=bundle, harness_hash=digest,
+        def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Trajectory]:
+            return [db.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
                                           model=f"{SCRIPTED}:text_answer_agent", run_id="ab-train", round=round_,
                                           phase=phase, max_steps=12, wall_clock_s=120), backend, llm)
                     for task in tasks]
 
         settings = LoopSettings(run_id="ab-train", method="ecdysis", harness_dir=db.seed_harnesses()["human"],
                                 max_rounds=2, workspace=tmp_path / "ws")
-        loop = TrainingLoop(settings, store, llm, backend, evaluate,
+        loop = TrainingLoop(settings, store, llm, backend, FunctionEvaluator(evaluate),
                             method("ecdysis").diagnoser(DiagnoserParts(llm=llm, model=f"{SCRIPTED}:diagnoser")),
                             BuiltinCodingAgent(llm, f"{SCRIPTED}:coder", backend))
         result = loop.run()
