@@ -193,7 +193,7 @@ def test_a_training_run_goes_through_the_throwaway_package(throwaway: Any, tmp_p
     """The run is built from the parsed config only, as the driver builds it: the plugin's benchmark, sandbox,
     method (and its own option) and coding agent all serve it."""
     from ecdysis.benchmarks import build
-    from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop
+    from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop
     from ecdysis.llm import Gateway
     from ecdysis.protocols import EpisodeRequest
     from ecdysis.sandbox import make_backend
@@ -205,15 +205,15 @@ def test_a_training_run_goes_through_the_throwaway_package(throwaway: Any, tmp_p
     bench, store, backend = build(config.benchmark), ArtifactStore(tmp_path / "runs"), make_backend(config.sandbox)
     scripted = "scripted/ecdysis.benchmarks.refund_desk.scripted"
     with Gateway(store=store) as llm:
-        def evaluate(bundle: Path, digest: str, round_: int, phase: str) -> list[Any]:
-            return [bench.run(EpisodeRequest(task=task, harness_dir=bundle, harness_hash=digest,
+        def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Any]:
+            return [bench.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
                                              model=f"{scripted}:task_model", run_id="plugin", round=round_,
                                              phase=phase, max_steps=12, wall_clock_s=30), backend, llm)
                     for task in bench.tasks(None)]
 
         settings = LoopSettings(run_id="plugin", method=config.training.method.type,
                                 harness_dir=bench.seed_harnesses()["human"], max_rounds=1, workspace=tmp_path / "ws")
-        loop = TrainingLoop(settings, store, llm, backend, evaluate,
+        loop = TrainingLoop(settings, store, llm, backend, FunctionEvaluator(evaluate),
                             config.training.method.diagnoser(DiagnoserParts(llm=llm, model=f"{scripted}:diagnoser")),
                             config.training.coder.build(llm, f"{scripted}:coder", backend),
                             acceptance=config.training.acceptance.build())
