@@ -119,10 +119,36 @@ class Sandbox(Protocol):
 
 @runtime_checkable
 class SandboxBackend(Protocol):
-    """Starts sandboxes for a harness bundle."""
+    """Starts sandboxes for harness bundles on one node, and owns their lifecycle (after inspect_ai's sandbox
+    environments): ``publish`` once per harness on the driver, ``prepare`` on each node before the harness's first
+    episode, ``acquire`` per episode, ``shutdown`` when the node's work ends; ``cleanup_orphans`` removes what dead
+    owners left (each backend also runs it as it starts). The rollout layer calls only these."""
+
+    @property
+    def isolation(self) -> str:
+        """What runs each sandbox (``docker``, ``process-allowlist``, ``process-weak``, ``in-memory``), recorded in
+        every trajectory."""
+        ...
+
+    @classmethod
+    def publish(cls, config: Any, bundle_dir: Path, bundle_hash: str) -> str | None:
+        """Driver side, once per harness, with the backend's own config and no instance: make the bundle reachable
+        from every node; returns the reference each node's ``prepare`` gets (a registry image by digest), or None
+        when every node runs the bundle from its folder. A failure is systemic (raises)."""
+        ...
+
+    def prepare(self, bundle_hash: str, reference: str | None) -> None:
+        """Worker side, before the first episode of a harness on this node: run ``bundle_hash`` from what
+        ``publish`` returned (None: from the bundle folder). A reference that turns out unusable fails the
+        ``acquire`` calls that need it (an infrastructure fault, retried elsewhere), not this call."""
+        ...
 
     def acquire(self, bundle_dir: Path, bundle_hash: str) -> Sandbox:
         """A fresh sandbox with the bundle mounted read-only, ready for a `start` message."""
+        ...
+
+    def cleanup_orphans(self) -> int:
+        """Remove the sandboxes of owners on this host that died without cleaning up; returns how many."""
         ...
 
     def shutdown(self) -> None:

@@ -289,7 +289,7 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
         usage.add(tokens, cache_hits, cost, calls=calls)
     trajectory = _trajectory(request, trajectory_id, episode, usage, reason, error, reward, breakdown,
                              time.monotonic() - started)
-    return trajectory.model_copy(update={"sandbox": getattr(backend, "isolation", None)})
+    return trajectory.model_copy(update={"sandbox": backend.isolation})
 
 
 def _trajectory(request: EpisodeRequest, trajectory_id: str, episode: _Episode | None, usage: _Usage,

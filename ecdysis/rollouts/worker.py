@@ -124,11 +124,10 @@ class RolloutWorker:
 
     def _on_this_node(self, request: Any, backend: Any) -> Any:
         """The request with its harness reachable here: the bundle materialised from the store when this node does
-        not share the driver's disk, and the published image (if any) pinned in the backend."""
+        not share the driver's disk, and the backend prepared with what the driver published (if anything)."""
         from ecdysis.harness.blobs import HarnessBlobs
 
-        if request.harness_image:
-            backend.pin_image(request.harness_hash, request.harness_image)
+        backend.prepare(request.harness_hash, request.harness_image)
         if (Path(request.harness_dir) / "harness.py").is_file():
             return request
         with self._lock:

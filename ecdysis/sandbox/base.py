@@ -170,9 +170,22 @@ class PooledBackend(ABC):
     def _launch(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         """Start one sandbox (not yet ready)."""
 
-    def pin_image(self, bundle_hash: str, reference: str) -> None:
-        """Run ``bundle_hash`` from the published image ``reference``; backends that run no images ignore it."""
+    # -- lifecycle (see ecdysis.protocols.SandboxBackend): defaults for backends with nothing to do there --------
+    isolation: str
+    """What runs each sandbox, recorded in every trajectory (set by each backend)."""
+
+    @classmethod
+    def publish(cls, config: Any, bundle_dir: Path, bundle_hash: str) -> str | None:
+        """Driver side: nothing to publish; every node runs the bundle from its folder."""
         return None
+
+    def prepare(self, bundle_hash: str, reference: str | None) -> None:
+        """Worker side: nothing to prepare; a backend that runs published images pins ``reference`` here."""
+        return None
+
+    def cleanup_orphans(self) -> int:
+        """Nothing outlives its owner here; returns 0."""
+        return 0
 
     def acquire(self, bundle_dir: Path, bundle_hash: str) -> StreamSandbox:
         """A started sandbox for the bundle, past ``ready``, waiting for ``start``."""

@@ -281,7 +281,6 @@ class DockerBackend(PooledBackend):
 
         self.config = config or DockerSandboxConfig()
         self.isolation = "docker"
-        """What runs each sandbox, recorded in every trajectory."""
         try:
             self.client = (docker.DockerClient(base_url=self.config.docker_host) if self.config.docker_host
                            else docker.from_env())
@@ -300,12 +299,12 @@ class DockerBackend(PooledBackend):
         """Reusable containers with no episode running, per bundle hash (guarded by the pool's lock)."""
         # Containers of owners that died without cleaning up (a killed worker) go when the next backend starts.
         with contextlib.suppress(Exception):
-            self.remove_leftovers()
+            self.cleanup_orphans()
 
     def image_for(self, bundle_dir: Path, bundle_hash: str) -> tuple[str, bool]:
         """The image this node runs the bundle in; returns (image, built_now).
 
-        A bundle pinned to a published image (`pin_image`) is pulled by digest and never built here; any other is
+        A bundle prepared with a published image (`prepare`) is pulled by digest and never built here; any other is
         built on first use from its folder.
         """
         with self._image_lock:
@@ -326,21 +325,36 @@ class DockerBackend(PooledBackend):
                 log.warning("pruning old harness images failed: %s", exc)
         return tag, built
 
-    def pin_image(self, bundle_hash: str, reference: str) -> None:
+    @classmethod
+    def publish(cls, config: DockerSandboxConfig, bundle_dir: Path, bundle_hash: str) -> str | None:
+        """Build the bundle's image once on the driver and push it to ``config.registry``; returns its digest
+        reference, or None without a registry (each node then builds from the bundle itself). No daemon on the
+        driver's node, or a refused push, raises: the harness cannot reach the nodes."""
+        import docker
+
+        if not config.registry:
+            return None
+        try:
+            client = docker.DockerClient(base_url=config.docker_host) if config.docker_host else docker.from_env()
+            client.ping()
+        except Exception as exc:
+            raise SandboxUnavailable(f"the driver publishes harness images to {config.registry} but no Docker daemon "
+                                     f"answers on its node: {exc}") from exc
+        try:
+            return publish_harness_image(client, Path(bundle_dir), bundle_hash, config.base_image, config.registry)
+        finally:
+            client.close()
+
+    def prepare(self, bundle_hash: str, reference: str | None) -> None:
         """Run ``bundle_hash`` in the image ``reference`` (``registry/repo@sha256:…``) the driver published: pulled
-        before the first sandbox of that bundle, never built here."""
+        before the first sandbox of that bundle, never built here (a failed pull fails that ``acquire``). None: the
+        image is built here from the bundle on first use."""
+        if reference is None:
+            return
         with self._image_lock:
             if self._pinned.get(bundle_hash) != reference:
                 self._pinned[bundle_hash] = reference
                 self._images.pop(bundle_hash, None)
-
-    def publish(self, bundle_dir: Path, bundle_hash: str) -> str | None:
-        """Build the bundle's image once and push it to the configured registry; returns its digest reference, or
-        None without a registry (each node then builds from the bundle itself)."""
-        if not self.config.registry:
-            return None
-        return publish_harness_image(self.client, Path(bundle_dir), bundle_hash, self.config.base_image,
-                                     self.config.registry)
 
     @property
     def _reusing(self) -> bool:
@@ -496,7 +510,7 @@ class DockerBackend(PooledBackend):
                 log_config={"Type": config.log_driver, "Config": {}})
         return self._host_config_cache
 
-    def remove_leftovers(self) -> int:
+    def cleanup_orphans(self) -> int:
         """Remove the sandbox containers whose owning process on this host is gone (it crashed or was killed
         before it could clean up); returns how many were removed."""
         import docker.errors

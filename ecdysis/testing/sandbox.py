@@ -1,10 +1,12 @@
 """An in-memory sandbox backend for fast unit tests: a peer of the Docker and process backends, with no isolation.
 
-Each sandbox runs the bundle's ``run(session)`` (or ``selftest()``) in a thread of this process. Every message still
-travels as a protocol line through the same :class:`~ecdysis.sandbox.stream.OutputPump` the real backends use, so
-:func:`ecdysis.sandbox.run_protocol` sees exactly what it would see from a container — bounds and repairs included —
-in about a millisecond instead of tens. The bundle's modules are loaded into a namespace of their own, so bundles
-with the same module names (``loop.py``, ``rules.py``) run side by side.
+Each sandbox runs the in-sandbox runtime's own ``serve`` (``ecdysis/sandbox/runtime/ecdysis_runtime.py``, imported as
+a module) in a thread of this process, over an in-process channel: the harness gets the runtime's ``Session``, its
+``SessionError``, its finish reasons and notes, exactly as in a container. Every line still travels through the same
+:class:`~ecdysis.sandbox.stream.OutputPump` the real backends use, so :func:`ecdysis.sandbox.run_protocol` sees what
+it would see from a container — bounds and repairs included — in about a millisecond instead of tens. Only loading
+differs: the bundle's modules are loaded into a namespace of their own (not through ``sys.path``), so bundles with the
+same module names (``loop.py``, ``rules.py``) run side by side.
 
 Only for trusted test bundles: the harness code runs inside the test process.
 
@@ -16,7 +18,6 @@ Only for trusted test bundles: the harness code runs inside the test process.
 from __future__ import annotations
 
 import builtins
-import json
 import queue
 import threading
 import traceback
@@ -27,78 +28,10 @@ from typing import Any
 
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.errors import SandboxExited
+from ecdysis.sandbox.runtime import ecdysis_runtime as runtime
 
-EPISODE_REASONS = ("agent_stop", "max_steps", "too_many_errors")
-
-
-class _Closed(BaseException):
-    """The host closed the sandbox; the harness thread unwinds."""
-
-
-class SessionError(Exception):
-    """The host refused a request (``ok: false``), as in the real runtime."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-
-
-class _Reply:
-    def __init__(self, **values: Any) -> None:
-        self.__dict__.update(values)
-
-
-class _Session:
-    """The harness's view of the episode, as the real runtime builds it (same methods, same shapes)."""
-
-    def __init__(self, data: dict[str, Any], sandbox: InMemorySandbox) -> None:
-        self.episode_id = data.get("episode_id", "")
-        self.policy = data.get("policy", "")
-        self.tools = list(data.get("tools") or [])
-        self.max_steps = int(data.get("max_steps", 0))
-        self.config = dict(data.get("config") or {})
-        self._sandbox = sandbox
-        self._next_id = 0
-
-    def _request(self, op: str, params: dict[str, Any]) -> Any:
-        self._next_id += 1
-        self._sandbox.emit({"type": "request", "id": self._next_id, "op": op, "params": params})
-        response = self._sandbox.next_input()
-        if not response.get("ok"):
-            error = response.get("error") or {}
-            raise SessionError(str(error.get("kind", "error")), str(error.get("message", "")))
-        return response.get("result")
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"messages": messages}
-        if tools is not None:
-            params["tools"] = tools
-        return dict(self._request("llm.complete", params))
-
-    def respond_to_user(self, text: str) -> _Reply:
-        result = self._request("user.respond", {"text": text})
-        return _Reply(text=str(result.get("text", "")), stop=bool(result.get("stop", False)))
-
-    def call_tool(self, call_id: str, name: str, arguments: dict[str, Any]) -> _Reply:
-        result = self._request("tool.call", {"call_id": call_id, "name": name, "arguments": arguments})
-        return _Reply(content=str(result.get("content", "")), error=bool(result.get("error", False)))
-
-    def peek_tool(self, name: str, arguments: dict[str, Any]) -> _Reply:
-        result = self._request("tool.peek", {"name": name, "arguments": arguments})
-        return _Reply(content=str(result.get("content", "")), error=bool(result.get("error", False)))
-
-    def block(self, call_id: str, name: str, arguments: dict[str, Any], reason: str) -> None:
-        self._event("blocked", {"call_id": call_id, "name": name, "arguments": arguments, "reason": reason})
-
-    def annotate(self, call_id: str, text: str) -> None:
-        self._event("annotation", {"call_id": call_id, "text": text})
-
-    def log(self, text: str) -> None:
-        self._event("log", {"text": str(text)})
-
-    def _event(self, kind: str, params: dict[str, Any]) -> None:
-        self._sandbox.emit({"type": "event", "kind": kind, "params": params})
+SessionError = runtime.SessionError
+"""What a refused request raises in the harness: the runtime's own class."""
 
 
 def load_bundle(bundle_dir: Path) -> types.ModuleType:
@@ -129,74 +62,38 @@ def load_bundle(bundle_dir: Path) -> types.ModuleType:
 
 
 class InMemorySandbox(StreamSandbox):
-    """One harness run in a thread; protocol lines through the real output pump."""
+    """The runtime serving one bundle in a thread; its lines through the real output pump."""
 
     def __init__(self, bundle_dir: Path, bundle_hash: str, *, max_line_bytes: int = 1 << 20,
                  max_output_bytes: int = 16 << 20, lifetime_s: float = 600.0) -> None:
         super().__init__(sandbox_id=uuid.uuid4().hex[:12], bundle_hash=bundle_hash, max_line_bytes=max_line_bytes,
                          max_output_bytes=max_output_bytes, lifetime_s=lifetime_s)
         self.bundle_dir = Path(bundle_dir)
-        self._inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         self._finished = threading.Event()
-        self.emit({"type": "ready", "protocol": 1})
+        channel = runtime.Channel(self._from_runtime, self._inbox.get)
+        self._thread = threading.Thread(target=self._serve, args=(channel,), daemon=True,
+                                        name=f"in-memory-sandbox-{self.sandbox_id}")
+        self._thread.start()
 
-    def emit(self, message: dict[str, Any]) -> None:
-        """A line from the harness side, as the runtime would write it."""
+    def _from_runtime(self, line: bytes) -> None:
         if self._closed:
-            raise _Closed()
-        self._pump.feed_stdout((json.dumps({"v": 1, **message}, ensure_ascii=False) + "\n").encode("utf-8"))
+            raise runtime.HostGone("the host closed the sandbox")
+        self._pump.feed_stdout(line)
 
-    def next_input(self) -> dict[str, Any]:
-        """The next message from the host (a response), or unwind when the sandbox is closed."""
-        message = self._inbox.get()
-        if message is None:
-            raise _Closed()
-        return message
-
-    def _write(self, data: bytes) -> None:
-        message = json.loads(data)
-        if message.get("type") == "start" and self._thread is None:
-            self._thread = threading.Thread(target=self._main, args=(message,), daemon=True,
-                                            name=f"in-memory-sandbox-{self.sandbox_id}")
-            self._thread.start()
-        else:
-            self._inbox.put(message)
-
-    def _main(self, start: dict[str, Any]) -> None:
-        mode = start.get("mode", "episode")
+    def _serve(self, channel: runtime.Channel) -> None:
         try:
-            reason, note = self._run(mode, dict(start.get("session") or {}))
-            self.emit({"type": "finish", "result": {"reason": reason, "note": note}})
-        except _Closed:
+            runtime.serve(channel, lambda: load_bundle(self.bundle_dir))
+        except runtime.HostGone:
             pass
+        except BaseException:  # as the runtime's main: the cause goes to stderr, the sandbox ends without finish
+            self._pump.feed_stderr(traceback.format_exc().encode("utf-8", "replace"))
         finally:
             self._finished.set()
             self._pump.feed_eof()
 
-    def _run(self, mode: str, data: dict[str, Any]) -> tuple[str, str]:
-        try:
-            module = load_bundle(self.bundle_dir)
-            if mode == "selftest":
-                selftest = getattr(module, "selftest", None)
-                if selftest is not None:
-                    try:
-                        selftest()
-                    except Exception:
-                        return "selftest_failed", traceback.format_exc()[-16_000:]
-                return "selftest_ok", ""
-            reason = module.run(_Session(data, self))
-        except _Closed:
-            raise
-        except MemoryError:
-            return "out_of_memory", "MemoryError raised in the harness"
-        except Exception:
-            return "harness_error", traceback.format_exc()[-16_000:]
-        if reason is None:
-            return "agent_stop", ""
-        if reason not in EPISODE_REASONS:
-            return "harness_error", f"run() returned {str(reason)[:200]!r}; expected one of {list(EPISODE_REASONS)}"
-        return str(reason), ""
+    def _write(self, data: bytes) -> None:
+        self._inbox.put(data)
 
     def _is_running(self) -> bool:
         return not self._finished.is_set()
@@ -205,11 +102,12 @@ class InMemorySandbox(StreamSandbox):
         return SandboxExited(f"in-memory sandbox {self.sandbox_id} ended before finishing", by_harness=True)
 
     def _terminate(self) -> None:
-        self._inbox.put(None)
+        self._inbox.put(b"")  # the runtime reads it as the host gone
 
 
 class InMemoryBackend(PooledBackend):
-    """SandboxBackend whose sandboxes are threads of this process (see the module doc)."""
+    """SandboxBackend whose sandboxes are threads of this process (see the module doc); nothing to publish,
+    prepare or clean up after a crash."""
 
     isolation = "in-memory"
 

@@ -115,7 +115,7 @@ def test_refuses_to_start_without_its_isolation(bwrap: str) -> None:
 def test_the_weak_mode_runs_only_when_asked_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     backend = make_backend(limits_config("process", isolation="weak"))
     try:
-        assert backend.isolation == "process-weak"  # type: ignore[attr-defined]
+        assert backend.isolation == "process-weak"
         outcome, sandbox = run(backend, {"attack": "read_files", "targets": ["/etc/hostname"]})
     finally:
         backend.shutdown()

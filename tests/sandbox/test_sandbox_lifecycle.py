@@ -156,7 +156,7 @@ def test_leftovers_of_a_crashed_host_process_are_removed(kind: str) -> None:
         backend = make_backend(limits_config("docker"))  # a new backend removes dead owners' containers first
         try:
             assert client.api.containers(all=True, filters=label) == []
-            assert backend.remove_leftovers() == 0  # type: ignore[attr-defined]
+            assert backend.cleanup_orphans() == 0
         finally:
             backend.shutdown()
     finally:

@@ -7,6 +7,9 @@ uid (see ``wipe``), which prints ``wiped`` last once done, then ``ecdysis_runtim
 ``clean`` or what is left.
 The real stdout is kept for protocol lines only: file descriptor 1 and ``sys.stdout`` both point at stderr while the
 harness runs, so nothing it prints can be mistaken for a protocol message.
+
+The host's test kit (``ecdysis.testing.sandbox``) imports this file as a module and runs ``serve`` over an in-process
+``Channel``, so the harness meets the same ``Session`` there as in a sandbox.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 
 MYPY = False
 if MYPY:  # annotations only: importing typing costs every sandbox ~0.2 MB and ~1 ms
+    from collections.abc import Callable
     from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -72,19 +76,15 @@ class ToolResult:
         return f"ToolResult(content={self.content!r}, error={self.error!r})"
 
 
-def _send(message: dict[str, Any]) -> None:
+def _encode(message: dict[str, Any]) -> bytes:
     message = {"v": PROTOCOL_VERSION, **message}
     data = (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
     if len(data) > MAX_MESSAGE_BYTES:
         raise ValueError(f"protocol message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
-    view = memoryview(data)
-    while view:
-        written = os.write(PROTOCOL_FD, view)
-        view = view[written:]
+    return data
 
 
-def _receive() -> dict[str, Any]:
-    line = _PROTOCOL_IN.readline()
+def _decode(line: bytes) -> dict[str, Any]:
     if not line:
         raise HostGone("the host closed the protocol stream")
     message = json.loads(line)
@@ -93,22 +93,62 @@ def _receive() -> dict[str, Any]:
     return message
 
 
+class Channel:
+    """The protocol stream to the host: ``write`` takes one encoded line, ``readline`` returns the host's next line
+    (empty once the host is gone)."""
+
+    __slots__ = ("_readline", "_write")
+
+    def __init__(self, write: Callable[[bytes], object], readline: Callable[[], bytes]) -> None:
+        self._write = write
+        self._readline = readline
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message (``v`` is added); a line over the size limit raises ValueError."""
+        self._write(_encode(message))
+
+    def receive(self) -> dict[str, Any]:
+        """The host's next message; raises HostGone when the stream ended or the line is not protocol."""
+        return _decode(self._readline())
+
+
+def _write_protocol_fd(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(PROTOCOL_FD, view)
+        view = view[written:]
+
+
+STDIO = Channel(_write_protocol_fd, lambda: _PROTOCOL_IN.readline())
+"""The sandbox's channel: the private copies of fds 0/1 that ``main`` keeps."""
+
+
+# Reachable from a harness as ``__main__._send``/``_receive`` (the hostile-harness tests use them), as the fds are.
+def _send(message: dict[str, Any]) -> None:
+    STDIO.send(message)
+
+
+def _receive() -> dict[str, Any]:
+    return STDIO.receive()
+
+
 class Session:
     """The harness's view of one episode; every call is answered by the trusted host."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], channel: Channel = STDIO) -> None:
         self.episode_id: str = data.get("episode_id", "")
         self.policy: str = data.get("policy", "")
         self.tools: list[dict[str, Any]] = list(data.get("tools") or [])
         self.max_steps: int = int(data.get("max_steps", 0))
         self.config: dict[str, Any] = dict(data.get("config") or {})
         self._next_id = 0
+        self._channel = channel
 
     def _request(self, op: str, params: dict[str, Any]) -> Any:
         self._next_id += 1
         request_id = self._next_id
-        _send({"type": "request", "id": request_id, "op": op, "params": params})
-        response = _receive()
+        self._channel.send({"type": "request", "id": request_id, "op": op, "params": params})
+        response = self._channel.receive()
         if response.get("type") != "response" or response.get("id") != request_id:
             raise HostGone(f"expected the response to request {request_id}, got {str(response)[:200]}")
         if not response.get("ok"):
@@ -151,7 +191,7 @@ class Session:
         self._event("log", {"text": str(text)})
 
     def _event(self, kind: str, params: dict[str, Any]) -> None:
-        _send({"type": "event", "kind": kind, "params": params})
+        self._channel.send({"type": "event", "kind": kind, "params": params})
 
 
 def _format_exc() -> str:
@@ -163,7 +203,8 @@ def _format_exc() -> str:
     Should the import or the formatting fail anyway, the note is the exception's type and message."""
     error = sys.exc_info()[1]
     saved_path = list(sys.path)
-    sys.path[:] = [folder for folder in saved_path if folder not in _BUNDLE_ON_PATH]
+    if _BUNDLE_ON_PATH:  # never touched in the host's test kit, whose threads share sys.path
+        sys.path[:] = [folder for folder in saved_path if folder not in _BUNDLE_ON_PATH]
     loaded = sys.modules.get("traceback")
     shadow = loaded if _from_bundle(loaded) else None
     if shadow is not None:
@@ -175,7 +216,8 @@ def _format_exc() -> str:
     except Exception:
         return f"{type(error).__name__}: {error}"
     finally:
-        sys.path[:] = saved_path
+        if _BUNDLE_ON_PATH:
+            sys.path[:] = saved_path
         if shadow is not None:
             sys.modules["traceback"] = shadow
 
@@ -207,13 +249,18 @@ def _take_over_stdio() -> None:
     sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
 
 
-def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str, str]:
-    """Import the bundle and run it; returns (finish reason, note)."""
+def _import_bundle(bundle_dir: str) -> Any:
+    """The bundle's ``harness`` module, its folder first on ``sys.path``."""
     sys.path.insert(0, bundle_dir)
     _BUNDLE_ON_PATH.append(bundle_dir)
+    return importlib.import_module("harness")
+
+
+def _run(mode: str, session_data: dict[str, Any], load: Callable[[], Any], channel: Channel) -> tuple[str, str]:
+    """Load the bundle and run it; returns (finish reason, note)."""
     out_of_memory = False
     try:
-        module = importlib.import_module("harness")
+        module = load()
         if mode == "selftest":
             selftest = getattr(module, "selftest", None)
             if selftest is None:
@@ -225,7 +272,7 @@ def _run(mode: str, session_data: dict[str, Any], bundle_dir: str) -> tuple[str,
             except BaseException:
                 return "selftest_failed", _note(_format_exc())
             return "selftest_ok", ""
-        reason = module.run(Session(session_data))
+        reason = module.run(Session(session_data, channel))
         if reason is None:
             return "agent_stop", ""
         if reason not in EPISODE_REASONS:
@@ -350,6 +397,17 @@ def check() -> list[str]:
     return problems
 
 
+def serve(channel: Channel, load: Callable[[], Any]) -> None:
+    """One protocol run on ``channel``: say ``ready``, take ``start``, run the bundle ``load()`` returns in its mode,
+    say ``finish``. Raises HostGone when the host goes away or breaks the protocol."""
+    channel.send({"type": "ready", "protocol": PROTOCOL_VERSION})
+    start = channel.receive()
+    if start.get("type") != "start":
+        raise HostGone(f"expected start, got {str(start)[:200]}")
+    reason, note = _run(start.get("mode", "episode"), dict(start.get("session") or {}), load, channel)
+    channel.send({"type": "finish", "result": {"reason": reason, "note": note}})
+
+
 def main(argv: list[str]) -> int:
     """Speak protocol v1 on stdio; always ends with the process exiting, whatever the harness left running."""
     args = argv[1:]
@@ -371,13 +429,7 @@ def main(argv: list[str]) -> int:
     bundle_dir = args[0] if args else "/harness"
     _take_over_stdio()
     try:
-        _send({"type": "ready", "protocol": PROTOCOL_VERSION})
-        start = _receive()
-        if start.get("type") != "start":
-            raise HostGone(f"expected start, got {str(start)[:200]}")
-        mode = start.get("mode", "episode")
-        reason, note = _run(mode, dict(start.get("session") or {}), bundle_dir)
-        _send({"type": "finish", "result": {"reason": reason, "note": note}})
+        serve(STDIO, lambda: _import_bundle(bundle_dir))
         code = 0
     except HostGone as exc:
         print(f"ecdysis runtime: {exc}", file=sys.stderr)
