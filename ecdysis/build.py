@@ -86,7 +86,7 @@ class UnavailableBackend:
         raise SandboxUnavailable(f"the sandbox backend could not be built: {type(self.error).__name__}: "
                                  f"{self.error}") from self.error
 
-    def pin_image(self, bundle_hash: str, reference: str) -> None:
+    def prepare(self, bundle_hash: str, reference: str | None) -> None:
         """Nothing to pin: no sandbox will start."""
 
     def shutdown(self) -> None:

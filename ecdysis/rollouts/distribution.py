@@ -49,9 +49,9 @@ class HarnessDistribution:
         from ecdysis.sandbox.lifecycle import backend_class
 
         if self._backend is None:
-            self._backend = backend_class(self.sandbox)
+            self._backend = backend_class(self.sandbox) or (None, None)
         backend, config = self._backend
-        return backend.publish(config, folder, harness_hash)
+        return None if backend is None else backend.publish(config, folder, harness_hash)
 
     def close(self) -> None:
         """Nothing to release: each publish holds its own resources only while it runs."""

@@ -16,6 +16,10 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 
 
+BackendClass = type[SandboxBackend]
+"""A sandbox backend class (a section's ``type`` field shadows the builtin inside its class body)."""
+
+
 class SandboxSection(BaseModel):
     """Base of a sandbox backend's config; each subclass narrows ``type`` to its registry name and builds its
     backend."""
@@ -28,6 +32,11 @@ class SandboxSection(BaseModel):
     def build(self) -> SandboxBackend:
         """The backend this config describes (imports its implementation lazily)."""
         raise NotImplementedError
+
+    def backend_class(self) -> tuple[BackendClass, SandboxSection] | None:
+        """The backend class this config selects and the config that class takes, for the class-level lifecycle step
+        the driver runs without starting a backend (``publish``); None: nothing to do there (the default)."""
+        return None
 
 
 class _Common(SandboxSection):
@@ -110,6 +119,11 @@ class DockerSandboxConfig(_Common):
 
         return DockerBackend(self)
 
+    def backend_class(self) -> tuple[BackendClass, SandboxSection]:
+        from ecdysis.sandbox.docker_backend import DockerBackend
+
+        return DockerBackend, self
+
 
 class ProcessSandboxConfig(_Common):
     """Each sandbox is a child process, confined in one of two ways (``isolation``):
@@ -174,6 +188,11 @@ class ProcessSandboxConfig(_Common):
 
         return ProcessBackend(self)
 
+    def backend_class(self) -> tuple[BackendClass, SandboxSection]:
+        from ecdysis.sandbox.process import ProcessBackend
+
+        return ProcessBackend, self
+
 
 class AutoSandboxConfig(SandboxSection):
     """Docker when a daemon answers, else the process backend (with a warning); the process backend refuses to start
@@ -194,6 +213,14 @@ class AutoSandboxConfig(SandboxSection):
         log.warning("no Docker daemon answers; using %s", chosen)
         print(f"ecdysis: warning: no Docker daemon answers; using {chosen}")
         return self.process.build()
+
+    def backend_class(self) -> tuple[BackendClass, SandboxSection]:
+        """Docker when a daemon answers on this node (the driver's), as :meth:`build` decides on each worker."""
+        if docker_available(self.docker.docker_host):
+            return self.docker.backend_class()
+        if self.docker.registry:
+            log.warning("no Docker daemon answers on the driver's node: harness images are not published")
+        return self.process.backend_class()
 
 
 DEFAULT = "auto"

@@ -8,28 +8,14 @@ config, so the driver can run the class-level steps (``publish``) without starti
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ecdysis.protocols import SandboxBackend
-from ecdysis.sandbox.config import AutoSandboxConfig, DockerSandboxConfig, docker_available
-
-log = logging.getLogger(__name__)
+from ecdysis.sandbox.config import SandboxSection
 
 
-def backend_class(config: Any) -> tuple[type[SandboxBackend], Any]:
-    """The backend class ``config`` selects and the config it takes; ``auto`` picks Docker when a daemon answers on
-    this node, as ``make_backend`` does on the workers."""
-    if isinstance(config, AutoSandboxConfig):
-        if docker_available(config.docker.docker_host):
-            return backend_class(config.docker)
-        if config.docker.registry:
-            log.warning("no Docker daemon answers on the driver's node: harness images are not published")
-        return backend_class(config.process)
-    if isinstance(config, DockerSandboxConfig):
-        from ecdysis.sandbox.docker_backend import DockerBackend
-
-        return DockerBackend, config
-    from ecdysis.sandbox.process import ProcessBackend
-
-    return ProcessBackend, config
+def backend_class(config: SandboxSection) -> tuple[type[SandboxBackend], Any] | None:
+    """The backend class ``config`` selects and the config it takes (each registered section says:
+    :meth:`~ecdysis.sandbox.config.SandboxSection.backend_class`); ``auto`` picks Docker when a daemon answers on this
+    node, as ``make_backend`` does on the workers. None: the backend has nothing to run on the driver."""
+    return config.backend_class()

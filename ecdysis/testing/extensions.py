@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from ecdysis.protocols import SandboxBackend
-from ecdysis.sandbox.config import SandboxSection
+from ecdysis.sandbox.config import BackendClass, SandboxSection
 
 
 class MemorySandboxConfig(SandboxSection):
@@ -29,6 +29,11 @@ class MemorySandboxConfig(SandboxSection):
         from ecdysis.testing.sandbox import InMemoryBackend
 
         return InMemoryBackend(warm_pool=self.warm_pool, lifetime_s=self.lifetime_s)
+
+    def backend_class(self) -> tuple[BackendClass, SandboxSection]:
+        from ecdysis.testing.sandbox import InMemoryBackend
+
+        return InMemoryBackend, self
 
 
 def register() -> None:
