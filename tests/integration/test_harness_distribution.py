@@ -27,7 +27,7 @@ TEST_LABELS = {"ecdysis.test": "harness-distribution"}
 @pytest.fixture(scope="module")
 def registry() -> Iterator[str]:
     if not docker_available():
-        pytest.skip("no Docker daemon answers (sandbox/ensure-docker.sh starts one)")
+        pytest.skip("needs a Docker engine: make sandbox-ready (sandbox/ensure-docker.sh starts one)")
     if registry_binary() is None:
         pytest.skip("no docker-registry program (apt-get install docker-registry; make setup installs it)")
     with registry_server() as address:
@@ -104,7 +104,7 @@ def test_a_worker_that_cannot_pull_fails_the_episode_as_infrastructure(registry:
 
 def test_a_push_the_registry_refuses_is_a_clear_systemic_error(store: ArtifactStore, local_ray: Any) -> None:
     if not docker_available():
-        pytest.skip("no Docker daemon answers")
+        pytest.skip("needs a Docker engine: make sandbox-ready")
     settings = RolloutSettings(store_uri=store.uri, sandbox=_docker("127.0.0.1:9"), workers=1)
     requests = requests_for(store, model=GOLD, trials=1, run_id="nopush", settings=settings, task_ids=["0"])
     pool = RolloutPool(settings, store=store)

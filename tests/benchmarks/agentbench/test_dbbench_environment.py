@@ -26,7 +26,7 @@ from ecdysis.benchmarks.agentbench.dbbench.grading import quote_identifier
 from ecdysis.benchmarks.agentbench.dbbench.server import MariaDBServer
 from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask
 
-pytestmark = [needs_data, needs_mariadb]
+pytestmark = [pytest.mark.mariadb, needs_data, needs_mariadb]
 
 LIMIT_S = 1.0
 

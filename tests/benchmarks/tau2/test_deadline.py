@@ -61,12 +61,13 @@ def test_no_retry_starts_that_would_end_after_the_deadline() -> None:
         assert not isinstance(plain.value, DeadlineExceeded) and plain.value.retries == 2
 
 
-def test_an_episode_whose_model_outlives_its_budget_ends_as_timeout(slow_stub: StubServer, backend: object) -> None:
+def test_an_episode_whose_model_outlives_its_budget_ends_as_timeout(slow_stub: StubServer,
+                                                                    process_backend: object) -> None:
     from test_episode import request
 
     gateway = _gateway(slow_stub)
     episode = request("airline", "1", "direct", "openai/slow", wall_clock_s=2.0)
-    trajectory = Tau2Benchmark().run(episode, backend, gateway)  # type: ignore[arg-type]
+    trajectory = Tau2Benchmark().run(episode, process_backend, gateway)  # type: ignore[arg-type]
     assert trajectory.termination_reason is TerminationReason.TIMEOUT, trajectory.error
     assert trajectory.wall_time_s < SLOW_S and trajectory.reward == 0.0
     assert "wall-clock budget ran out during a task-model call" in (trajectory.error or "")
