@@ -5,6 +5,7 @@ The slow model is the package's OpenAI-compatible stub behind litellm; nothing o
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -82,9 +83,14 @@ def test_calls_under_a_deadline_share_one_provider_client() -> None:
     with StubServer() as stub:
         gateway = _gateway(stub)
         deadline = time.monotonic() + 30.5  # under the config's 120 s timeout: every attempt is cut to it
+        seconds_left: set[int] = set()  # the whole seconds of budget the calls started in
         for _ in range(12):
+            seconds_left.add(math.ceil(deadline - time.monotonic()))
             gateway.complete("openai/slow", ASK, role=Role.TASK, deadline=deadline)
+            seconds_left.add(math.ceil(deadline - time.monotonic()))
             time.sleep(0.01)
         assert stub.requests == 12
-        # litellm keys its SDK client (and its connection pool) by the timeout: the exact time left made one per call
-        assert clients(stub.api_base) == 1
+        # litellm keys its SDK client (and its connection pool) by the timeout: the exact time left made one per call.
+        # One client per whole second of budget the calls ran in (one, on a quiet host; more where the host is busy).
+        assert len(seconds_left) < 12, "the calls were too slow for this check to tell one client per call"
+        assert clients(stub.api_base) <= len(seconds_left)
