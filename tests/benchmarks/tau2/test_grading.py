@@ -178,6 +178,7 @@ def _compare(domain: TauDomain, task_id: str, kind: str, messages: list[dict[str
     return ours.reward
 
 
+@pytest.mark.slow  # grades every adversarial trajectory of a run twice, with τ²'s own evaluator too
 @pytest.mark.parametrize("domain_name", ["airline", "retail"])
 def test_same_score_as_tau2_on_every_trajectory_of_a_run(domain_name: str) -> None:
     domain = TauDomain.load(domain_name)
