@@ -240,6 +240,7 @@ def test_gold_scores_one_on_every_task_and_skipping_a_write_scores_zero(domain_n
     assert len(with_writes) > len(domain.tasks) // 2
 
 
+@pytest.mark.slow  # every task of both domains graded by τ²'s evaluator
 def test_noop_floor() -> None:
     """A do-nothing agent scores 1.0 on 19/50 airline and 7/114 retail tasks (what τ²'s grader gives too)."""
     floors = {}
@@ -263,6 +264,7 @@ def test_premature_endings_score_zero_and_communicate_is_checked(airline: TauDom
     assert result.communicate_missing == list(task.evaluation_criteria.communicate_info)
 
 
+@pytest.mark.slow  # the grading benchmark at small size, τ²'s evaluator included
 def test_grading_bench_reports_figures_per_kind() -> None:
     from perf.grading_bench import KINDS, run
 
