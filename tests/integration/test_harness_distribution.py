@@ -5,6 +5,7 @@ not share the driver's disk materialises the bundle from the store."""
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,17 @@ def registry() -> Iterator[str]:
         yield address
 
 
+@pytest.fixture
+def private_harness(tmp_path: Path) -> str:
+    """The built-in ``human`` harness with a marker file of its own: a hash, and so an image, no other run shares (on a
+    shared host other runs build, use and remove the built-in harness's image at any moment)."""
+    from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+
+    folder = Path(shutil.copytree(Tau2Benchmark().seed_harnesses()["human"], tmp_path / "human"))
+    (folder / "unique.txt").write_text(uuid.uuid4().hex)
+    return str(folder)
+
+
 def _forget_local_images(address: str, bundle_hash: str) -> None:
     """Remove every local image of this bundle, so the next use must pull."""
     import docker
@@ -50,12 +62,13 @@ def _docker(registry: str | None) -> DockerSandboxConfig:
     return DockerSandboxConfig(registry=registry, warm_pool=0, labels=TEST_LABELS)
 
 
-def test_the_driver_publishes_once_and_workers_pull_by_digest(registry: str, store: ArtifactStore,
-                                                              local_ray: Any) -> None:
+def test_the_driver_publishes_once_and_workers_pull_by_digest(registry: str, store: ArtifactStore, local_ray: Any,
+                                                              private_harness: str) -> None:
     import docker
 
     settings = RolloutSettings(store_uri=store.uri, sandbox=_docker(registry), workers=2, episodes_per_worker=2)
-    requests = requests_for(store, model=GOLD, trials=2, run_id="dist", settings=settings, task_ids=["0", "7"])
+    requests = requests_for(store, model=GOLD, trials=2, run_id="dist", settings=settings, task_ids=["0", "7"],
+                            harness=private_harness)
     bundle_hash = requests[0].harness_hash
     _forget_local_images(registry, bundle_hash)
     pool = RolloutPool(settings, store=store)
@@ -83,7 +96,7 @@ def test_the_driver_publishes_once_and_workers_pull_by_digest(registry: str, sto
         # Workers never built it: the only local image of this bundle is the pulled one.
         assert [i.id for i in client.images.list(filters={"label": f"ecdysis.bundle={bundle_hash}"})] == [pulled.id]
     finally:
-        _forget_local_images(registry, bundle_hash)  # the next user of the built-in harness builds it afresh
+        _forget_local_images(registry, bundle_hash)
         client.close()
     assert registry_tags(registry, IMAGE_REPOSITORY) == [bundle_hash]  # published once, not once per worker
 
