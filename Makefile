@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup host-packages coding-agents test lint demo bench sandbox-ready cluster-test cluster-bench
+.PHONY: setup host-packages coding-agents test test-fast lint demo bench sandbox-ready cluster-test cluster-bench
 
 # Host packages first (the venv and the llama-cpp build need them); each step checks before it installs.
 setup: host-packages $(SETUP_STAMP) coding-agents
@@ -36,6 +36,14 @@ sandbox-ready:
 # pytest exits 5 when it collects no tests: that is a failure here, and said so.
 test: setup sandbox-ready
 	@rc=0; $(PY) -m pytest -q $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
+	exit $$rc
+
+# The quick tier (~480 tests, under 2 min on 2 loaded cores): no Docker, process sandbox, Ray, MariaDB, browser, S3
+# server or coding-agent CLI; the in-memory sandbox and the scripted models. The markers are listed in pyproject.toml.
+FAST_DESELECT := not (docker or sandbox or ray or mariadb or browser or s3 or coding_agent or slow or live or cluster)
+test-fast: setup
+	@rc=0; $(PY) -m pytest -q -m "$(FAST_DESELECT)" $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 	exit $$rc
 

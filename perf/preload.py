@@ -39,5 +39,5 @@ def start_ray() -> dict[str, Any]:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
                  _system_config=LOCAL_SYSTEM_CONFIG,
-                 runtime_env={"env_vars": env, "worker_process_setup_hook": "benchmarks.preload.preload"})
+                 runtime_env={"env_vars": env, "worker_process_setup_hook": "perf.preload.preload"})
     return dict(ray.cluster_resources())

@@ -109,8 +109,6 @@ def machine() -> dict[str, Any]:
 
 def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Run the chosen sections; a section that fails records its error instead of stopping the others."""
-    from benchmarks.preload import start_ray
-
     from perf import (
         agentbench_bench,
         aggregation_bench,
@@ -121,6 +119,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         startup_bench,
         training_bench,
     )
+    from perf.preload import start_ray
 
     start_ray()
     tasks = list(rollout_bench.DEFAULT_TASKS)

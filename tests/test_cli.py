@@ -24,7 +24,7 @@ def s3_env(s3_endpoint: str) -> dict[str, str]:
     return {**TEST_CREDENTIALS, "ECDYSIS_S3_ENDPOINT_URL": s3_endpoint}
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str]]:
     """(store URI, environment) for an empty store on each backend."""
     if request.param == "local":
@@ -150,7 +150,7 @@ def test_runs_watch_and_export_mlflow_refuse_bad_input(tmp_path: Path) -> None:
 
 
 def test_export_mlflow_to_a_dead_server_fails_naming_it(tmp_path: Path) -> None:
-    pytest.importorskip("mlflow")
+    pytest.importorskip("mlflow", reason="needs mlflow: make setup (the [mlflow] extra)")
     from tests.services.mlflow_server import free_port
 
     _populate(ArtifactStore(tmp_path))

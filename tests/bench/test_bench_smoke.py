@@ -1,51 +1,59 @@
 """Smoke test of ``python -m perf --quick``: every section runs at tiny size against the real parts (Ray,
-sandboxes, litellm, the loopback latency server, ``tau2 run``) and its figures are well-formed. No timing asserts."""
+sandboxes, litellm, the loopback latency server, ``tau2 run``) and its figures are well-formed. No timing asserts.
+
+Each section is its own test (``-k training`` runs that section alone, and a broken section fails its own test);
+the sections run once each, on first use, in this process's one Ray, so later sections find its workers warm."""
 
 from __future__ import annotations
 
-import json
 import math
+import sys
 from typing import Any
 
 import pytest
 
 from ecdysis.testing.tau2_replies import known_tasks, reply
-from perf.suite import SECTIONS, main
+from perf.suite import QUICK, SECTIONS, machine, run_sections
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.sandbox, pytest.mark.timeout(900)]
+
+
+class QuickSections:
+    """The ``--quick`` sections, each run on first use and kept for the module."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, dict[str, Any]] = {}
+
+    def result(self, name: str) -> dict[str, Any]:
+        if name not in self.results:
+            self.results.update(run_sections(QUICK, [name], lambda message: print(message, file=sys.stderr)))
+        return self.results[name]
+
+    def figures(self, name: str) -> Any:
+        section = self.result(name)
+        assert section["ok"], f"section {name} failed:\n{section.get('error')}"
+        return section["figures"]
+
+    def report(self) -> str:
+        """BENCHMARKS.md as ``python -m perf --quick`` writes it, from every section (those not run yet run now)."""
+        from perf.markdown import render
+
+        sections = {name: self.result(name) for name in SECTIONS}
+        return render({"date": "smoke test", "quick": True, "machine": machine(), "sizes": QUICK.__dict__,
+                       "sections": sections, "total_s": sum(section["seconds"] for section in sections.values())})
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
-    folder = tmp_path_factory.mktemp("bench")
-    out, raw = folder / "BENCHMARKS.md", folder / "raw.json"
-    rc = main(["--quick", "--out", str(out), "--json", str(raw)])
-    return rc, json.loads(raw.read_text()), out.read_text()
-
-
-def _figures(quick: tuple[int, dict[str, Any], str], name: str) -> Any:
-    section = quick[1]["sections"][name]
-    assert section["ok"], section.get("error")
-    return section["figures"]
+def quick() -> QuickSections:
+    return QuickSections()
 
 
 def _positive(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
-def test_every_section_ran_and_the_report_names_them(quick: tuple[int, dict[str, Any], str]) -> None:
-    rc, report, text = quick
-    assert rc == 0, {k: v.get("error") for k, v in report["sections"].items() if not v["ok"]}
-    assert set(report["sections"]) == set(SECTIONS)
-    assert report["machine"]["cores"] >= 1
-    for title in ("1. Training", "2. Rollout throughput", "3. Memory", "4. τ²-bench", "5. Sandbox", "6. CPU",
-                  "7. Start-up", "8. AgentBench", "9. Failure aggregation", "10. Reduced-data",
-                  "11. Grading", "Raw figures"):
-        assert f"## {title}" in text
-
-
-def test_aggregation_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "aggregation")
+def test_aggregation_figures(quick: QuickSections) -> None:
+    fig = quick.figures("aggregation")
     rows = {row["failures"]: row for row in fig["rows"]}
     assert set(rows) == {20, 200}
     assert (rows[20]["path"], rows[20]["aggregator_calls"]) == ("plain", 0)
@@ -55,8 +63,8 @@ def test_aggregation_figures(quick: tuple[int, dict[str, Any], str]) -> None:
         assert row["se_calls"] == 2 * row["failures"]
 
 
-def test_selection_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "selection")
+def test_selection_figures(quick: QuickSections) -> None:
+    fig = quick.figures("selection")
     rows = {row["label"]: row for row in fig["rows"]}
     assert list(rows) == ["all", "novelty", "random-0"]
     assert rows["all"]["tasks"] == fig["pool"] and len(fig["heldout"]) == 3
@@ -67,8 +75,8 @@ def test_selection_figures(quick: tuple[int, dict[str, Any], str]) -> None:
         assert _positive(row["train_wall_s"]) and 0.0 <= row["heldout_accuracy"] <= 1.0
 
 
-def test_training_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "training")
+def test_training_figures(quick: QuickSections) -> None:
+    fig = quick.figures("training")
     assert fig["judged_workload"] == "mixed" and set(fig["workloads"]) == {"mixed"}  # --quick runs the judged one
     mixed = fig["workloads"]["mixed"]
     assert set(mixed["rows"]) == {"ecdysis", "se", "ecdysis-fdcr"}
@@ -95,8 +103,8 @@ def test_training_figures(quick: tuple[int, dict[str, Any], str]) -> None:
                                              and _positive(coders[name]["startup_s"])), (name, coders[name])
 
 
-def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "throughput")
+def test_throughput_figures(quick: QuickSections) -> None:
+    fig = quick.figures("throughput")
     assert [r["concurrency"] for r in fig["main"]["rows"]] == [1, 4]
     assert [r["concurrency"] for r in fig["fast"]["rows"]] == [2]
     for row in fig["main"]["rows"] + fig["fast"]["rows"]:
@@ -110,8 +118,8 @@ def test_throughput_figures(quick: tuple[int, dict[str, Any], str]) -> None:
             pytest.approx(row["peak_rss_mb"])
 
 
-def test_tau2_runner_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "tau2")
+def test_tau2_runner_figures(quick: QuickSections) -> None:
+    fig = quick.figures("tau2")
     assert [run["latency_s"] for run in fig["runs"]] == [0.1]  # --quick runs one latency
     run = fig["runs"][0]
     theirs = run["tau2"]
@@ -123,18 +131,21 @@ def test_tau2_runner_figures(quick: tuple[int, dict[str, Any], str]) -> None:
     assert theirs["server_dropped_connections"] == 0
 
 
-def test_sandbox_and_cpu_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    sandbox = _figures(quick, "sandbox")
+def test_sandbox_figures(quick: QuickSections) -> None:
+    sandbox = quick.figures("sandbox")
     for measure in ("cold_start", "warm_acquire", "round_trip"):
         assert _positive(sandbox["process"][measure]["median_ms"])
-    cpu = _figures(quick, "cpu")
+
+
+def test_cpu_figures(quick: QuickSections) -> None:
+    cpu = quick.figures("cpu")
     if cpu["docker"] is not None:
         assert cpu["docker"]["episodes_ok"] == cpu["docker"]["episodes"], cpu["docker"]["errors"]
         assert cpu["docker"]["cpu_s"]["ours"] > 0
 
 
-def test_startup_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "startup")
+def test_startup_figures(quick: QuickSections) -> None:
+    fig = quick.figures("startup")
     assert _positive(fig["ray_init_s"]) and fig["episode_ok"] is True
     assert 0 < fig["workers_ready_s"] <= fig["to_first_episode_s"]
     first, warm = fig["standing"]["first"], fig["standing"]["next"]
@@ -144,8 +155,8 @@ def test_startup_figures(quick: tuple[int, dict[str, Any], str]) -> None:
         assert _positive(row["join_s"]) and 0 < row["workers_ready_s"] <= row["to_first_episode_s"]
 
 
-def test_agentbench_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "agentbench")
+def test_agentbench_figures(quick: QuickSections) -> None:
+    fig = quick.figures("agentbench")
     assert set(fig) == {"agentbench-db", "agentbench-os"}
     for variant, row in fig.items():
         if "unavailable" in row:  # no MariaDB, Docker or data here: the section says so
@@ -157,8 +168,8 @@ def test_agentbench_figures(quick: tuple[int, dict[str, Any], str]) -> None:
         assert _positive(row["episodes_per_min"]) and row["cpu_s_per_episode"]["ours"] > 0
 
 
-def test_grading_figures(quick: tuple[int, dict[str, Any], str]) -> None:
-    fig = _figures(quick, "grading")
+def test_grading_figures(quick: QuickSections) -> None:
+    fig = quick.figures("grading")
     for label in ("synthetic", "eval_mix"):
         for domain in ("airline", "retail"):
             kinds = fig[label][domain]
@@ -189,7 +200,17 @@ def test_stub_replies_identify_the_task_from_the_conversation() -> None:
         reply(greeting, None, {"model": "nobody"})
 
 
-def test_report_states_targets(quick: tuple[int, dict[str, Any], str]) -> None:
-    text = quick[2]
+def test_report_states_targets(quick: QuickSections) -> None:
+    text = quick.report()
     assert "## Targets" in text
     assert text.count("**met**") + text.count("**missed**") + text.count("n/a") >= 7
+
+
+def test_every_section_ran_and_the_report_names_them(quick: QuickSections) -> None:
+    failed = {name: quick.result(name).get("error") for name in SECTIONS if not quick.result(name)["ok"]}
+    assert not failed, failed
+    text = quick.report()
+    for title in ("1. Training", "2. Rollout throughput", "3. Memory", "4. τ²-bench", "5. Sandbox", "6. CPU",
+                  "7. Start-up", "8. AgentBench", "9. Failure aggregation", "10. Reduced-data",
+                  "11. Grading", "Raw figures"):
+        assert f"## {title}" in text

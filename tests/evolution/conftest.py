@@ -1,8 +1,9 @@
-"""Fixtures of the evolution tests: a real local store, the real gateway with scripted models, a real sandbox."""
+"""Fixtures of the evolution tests, over the shared ``store``, ``gateway`` (scripted models) and ``backend`` (the
+in-memory sandbox, then the process sandbox) of tests/conftest.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from ecdysis.evolution import (
 from ecdysis.llm import Gateway
 from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
 from ecdysis.records import Trajectory
-from ecdysis.sandbox import ProcessSandboxConfig, make_backend
 from ecdysis.store import ArtifactStore
 from tests.services.s3 import create_bucket
 
@@ -33,30 +33,10 @@ DIAGNOSER = f"{SCRIPTED}:diagnoser"
 CODER = f"{SCRIPTED}:coder"
 
 
-@pytest.fixture(scope="session")
-def backend() -> Iterator[SandboxBackend]:
-    """The process sandbox (real runtime, rlimits, own uid); Docker is exercised in its own tests. Generous start
-    timeout: the machine is shared and a slow start would turn an episode into an infrastructure ending."""
-    sandbox_backend = make_backend(ProcessSandboxConfig(warm_pool=0, start_timeout_s=180))
-    yield sandbox_backend
-    sandbox_backend.shutdown()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> ArtifactStore:
-    return ArtifactStore(tmp_path / "runs")
-
-
 @pytest.fixture
 def s3_store(s3_endpoint: str) -> ArtifactStore:
     """A store in a fresh bucket of the S3 server."""
     return ArtifactStore(f"s3://{create_bucket(s3_endpoint, 'evo')}/runs", endpoint_url=s3_endpoint)
-
-
-@pytest.fixture
-def gateway(store: ArtifactStore) -> Iterator[Gateway]:
-    with Gateway(store=store) as gw:
-        yield gw
 
 
 @pytest.fixture

@@ -73,6 +73,7 @@ class Recorder:
             self.runs.append(self.agent.last_run)
 
 
+@pytest.mark.coding_agent
 @pytest.mark.parametrize(("config", "coder", "requests"), [
     (OpenCodeConfig(timeout_s=120), "opencode_coder", 3),
     (AiderConfig(timeout_s=120), "aider_coder", 1),
@@ -112,6 +113,7 @@ def _changed(diff: str) -> list[str]:
     return [line[len("+++ b/"):] for line in diff.splitlines() if line.startswith("+++ b/")]
 
 
+@pytest.mark.coding_agent
 def test_a_prompt_injected_spec_reads_nothing_outside_the_bundle(tmp_path: Path, gateway: Gateway) -> None:
     """The spec asks OpenCode to read /etc/shadow, the host's passwd, a provider key file and this repository; its
     model obeys (``opencode_snoop``) and reports what it got: none of it exists in the sandbox."""
@@ -137,6 +139,7 @@ def test_a_prompt_injected_spec_reads_nothing_outside_the_bundle(tmp_path: Path,
     assert len(reads) == len(paths) and all(read["status"] == "error" for read in reads)
 
 
+@pytest.mark.coding_agent
 def test_the_sandbox_has_no_network_no_host_files_and_only_the_bundle_writable(tmp_path: Path,
                                                                                gateway: Gateway) -> None:
     """The sandbox itself, probed by a program in it: no route out, no /etc/shadow, no key file, no home folders;
@@ -196,6 +199,7 @@ print("PROBE" + json.dumps(out))
     assert run.changed == ["new.py"]
 
 
+@pytest.mark.coding_agent
 def test_a_crashing_or_hanging_cli_ends_the_round_with_a_note(tmp_path: Path, gateway: Gateway) -> None:
     if why := _bwrap_works():
         pytest.skip(why)
@@ -259,6 +263,7 @@ def test_the_install_script_is_two_file_checks_when_the_agents_are_there(tmp_pat
     assert done.returncode == 0 and "OpenCode 1.18.33, aider 0.86.2" in done.stdout and "installing" not in done.stdout
 
 
+@pytest.mark.coding_agent
 def test_no_host_secret_and_no_keyring_reach_the_coding_agent_sandbox(tmp_path: Path, gateway: Gateway,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Provider keys in the host's environment are in no process of the run (not in the sandbox's init, which the
@@ -271,7 +276,9 @@ def test_no_host_secret_and_no_keyring_reach_the_coding_agent_sandbox(tmp_path: 
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, SECRET)
     if join_host_session_keyring("ecdysis-host-key", SECRET.encode()) < 0:
-        pytest.skip("the kernel gives this process no session keyring")
+        pytest.skip("needs a session keyring, which this kernel or container refuses: run on a host whose seccomp "
+                    "profile "
+                    "allows keyctl")
     assert search_session("ecdysis-host-key") > 0  # so the checks below can fail
     program = (Path(__file__).parents[1] / "sandbox" / "bundles" / "secrets" / "harness.py").read_text()
 

@@ -63,7 +63,7 @@ def test_static_checks(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_selftest_in_docker(tmp_path: Path, seed: Path) -> None:
     if not docker_available():
-        pytest.skip("no Docker daemon")
+        pytest.skip("needs a Docker engine: make sandbox-ready")
     docker_backend = make_backend(DockerSandboxConfig(warm_pool=0, labels={"ecdysis.test": "evolution"}))
     try:
         assert validate_bundle(seed, docker_backend, harness_hash(seed)).ok

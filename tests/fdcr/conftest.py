@@ -1,19 +1,15 @@
 """FDCR fixtures: the failures of :mod:`fdcr_support`, a harness folder, a local artifact store and the real gateway
-(litellm path) in front of the scripted roles of :mod:`ecdysis.testing.fdcr`."""
+(litellm path, tests/conftest.py) in front of the scripted roles of :mod:`ecdysis.testing.fdcr`, its cache off."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 from fdcr_support import make_failures
 
-from ecdysis.llm import Gateway, GatewayConfig
+from ecdysis.llm import GatewayConfig
 from ecdysis.records import FailureRecord
-from ecdysis.store import ArtifactStore
 
 
 @pytest.fixture
@@ -34,23 +30,6 @@ def harness_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> ArtifactStore:
-    return ArtifactStore(tmp_path / "runs")
-
-
-@pytest.fixture
-def gateway(store: ArtifactStore) -> Iterator[Gateway]:
-    """The real gateway with its response cache off, so every ask is a model call the ledger counts."""
-    with Gateway(GatewayConfig(cache=False), store=store) as gw:
-        yield gw
-
-
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> ArtifactStore:
-    """An empty store in a temp folder, then under a prefix of a fresh bucket on moto_server."""
-    if request.param == "local":
-        return ArtifactStore(tmp_path / "runs")
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = f"fdcr-{uuid.uuid4().hex[:16]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    return ArtifactStore(f"s3://{bucket}/runs", endpoint_url=endpoint)
+def gateway_config() -> GatewayConfig:
+    """The gateway's response cache is off, so every ask is a model call the ledger counts."""
+    return GatewayConfig(cache=False)

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ecdysis.store import ArtifactStore
 
 
 def _shutdown_ray() -> None:
@@ -67,10 +64,4 @@ def ray_cluster() -> Iterator[Any]:
         _shutdown_ray()
         cluster.shutdown()
         os.environ.pop("ECDYSIS_TEST_MODEL_DELAY_S", None)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> ArtifactStore:
-    """An empty local artifact store."""
-    return ArtifactStore(tmp_path / "runs")
 

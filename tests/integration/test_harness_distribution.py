@@ -5,6 +5,7 @@ not share the driver's disk materialises the bundle from the store."""
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,22 @@ TEST_LABELS = {"ecdysis.test": "harness-distribution"}
 @pytest.fixture(scope="module")
 def registry() -> Iterator[str]:
     if not docker_available():
-        pytest.skip("no Docker daemon answers (sandbox/ensure-docker.sh starts one)")
+        pytest.skip("needs a Docker engine: make sandbox-ready (sandbox/ensure-docker.sh starts one)")
     if registry_binary() is None:
         pytest.skip("no docker-registry program (apt-get install docker-registry; make setup installs it)")
     with registry_server() as address:
         yield address
+
+
+@pytest.fixture
+def private_harness(tmp_path: Path) -> str:
+    """The built-in ``human`` harness with a marker file of its own: a hash, and so an image, no other run shares (on a
+    shared host other runs build, use and remove the built-in harness's image at any moment)."""
+    from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+
+    folder = Path(shutil.copytree(Tau2Benchmark().seed_harnesses()["human"], tmp_path / "human"))
+    (folder / "unique.txt").write_text(uuid.uuid4().hex)
+    return str(folder)
 
 
 def _forget_local_images(address: str, bundle_hash: str) -> None:
@@ -50,12 +62,13 @@ def _docker(registry: str | None) -> DockerSandboxConfig:
     return DockerSandboxConfig(registry=registry, warm_pool=0, labels=TEST_LABELS)
 
 
-def test_the_driver_publishes_once_and_workers_pull_by_digest(registry: str, store: ArtifactStore,
-                                                              local_ray: Any) -> None:
+def test_the_driver_publishes_once_and_workers_pull_by_digest(registry: str, store: ArtifactStore, local_ray: Any,
+                                                              private_harness: str) -> None:
     import docker
 
     settings = RolloutSettings(store_uri=store.uri, sandbox=_docker(registry), workers=2, episodes_per_worker=2)
-    requests = requests_for(store, model=GOLD, trials=2, run_id="dist", settings=settings, task_ids=["0", "7"])
+    requests = requests_for(store, model=GOLD, trials=2, run_id="dist", settings=settings, task_ids=["0", "7"],
+                            harness=private_harness)
     bundle_hash = requests[0].harness_hash
     _forget_local_images(registry, bundle_hash)
     pool = RolloutPool(settings, store=store)
@@ -83,7 +96,7 @@ def test_the_driver_publishes_once_and_workers_pull_by_digest(registry: str, sto
         # Workers never built it: the only local image of this bundle is the pulled one.
         assert [i.id for i in client.images.list(filters={"label": f"ecdysis.bundle={bundle_hash}"})] == [pulled.id]
     finally:
-        _forget_local_images(registry, bundle_hash)  # the next user of the built-in harness builds it afresh
+        _forget_local_images(registry, bundle_hash)
         client.close()
     assert registry_tags(registry, IMAGE_REPOSITORY) == [bundle_hash]  # published once, not once per worker
 
@@ -104,7 +117,7 @@ def test_a_worker_that_cannot_pull_fails_the_episode_as_infrastructure(registry:
 
 def test_a_push_the_registry_refuses_is_a_clear_systemic_error(store: ArtifactStore, local_ray: Any) -> None:
     if not docker_available():
-        pytest.skip("no Docker daemon answers")
+        pytest.skip("needs a Docker engine: make sandbox-ready")
     settings = RolloutSettings(store_uri=store.uri, sandbox=_docker("127.0.0.1:9"), workers=1)
     requests = requests_for(store, model=GOLD, trials=1, run_id="nopush", settings=settings, task_ids=["0"])
     pool = RolloutPool(settings, store=store)

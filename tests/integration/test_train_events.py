@@ -26,7 +26,8 @@ from ecdysis.records import EventKind, HarnessVersion, Phase, Role, RunEvent
 from ecdysis.store import ArtifactStore
 from tests.services.mlflow_server import free_port, mlflow_server
 
-pytest.importorskip("mlflow")
+pytest.importorskip("mlflow", reason="needs mlflow: make setup (the [mlflow] extra)")
+pytestmark = [pytest.mark.ray, pytest.mark.sandbox]  # every test reads the runs of the module's Ray cluster
 
 ECDYSIS = str(Path(sys.executable).with_name("ecdysis"))
 SCRIPTED_TASK = "scripted/ecdysis.benchmarks.tau2.scripted:repeat_write_agent"

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-from ecdysis.llm import Gateway, GatewayConfig, ModelConfig
-from ecdysis.store import ArtifactStore
+from ecdysis.llm import GatewayConfig, ModelConfig
 from ecdysis.testing.stub_server import StubServer
 
 FAST_RETRIES = {"backoff_base_s": 0.001, "backoff_max_s": 0.01}
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> ArtifactStore:
-    return ArtifactStore(tmp_path / "runs")
-
-
-@pytest.fixture
-def gateway(store: ArtifactStore) -> Iterator[Gateway]:
-    with Gateway(GatewayConfig.model_validate(FAST_RETRIES), store=store) as gw:
-        yield gw
+def gateway_config() -> GatewayConfig:
+    """The gateway of these tests retries with near-zero backoff."""
+    return GatewayConfig.model_validate(FAST_RETRIES)
 
 
 @pytest.fixture
@@ -45,7 +38,7 @@ def stub_config() -> Callable[..., GatewayConfig]:
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
+    ray = pytest.importorskip("ray", reason="needs ray: make setup")
     if ray.is_initialized():  # another area's fixture owns it
         yield
         return

@@ -11,8 +11,9 @@ from report_support import ARTIFACTS, MODELS, Built
 
 from ecdysis.metrics import is_success
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(),
+                                 reason=f"needs chromium at {CHROMIUM}: apt-get install -y chromium")]
 
 
 @pytest.fixture(scope="module")

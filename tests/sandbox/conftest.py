@@ -25,7 +25,8 @@ def backends() -> Iterator[dict[str, Any]]:
         assert not left, f"containers left behind: {[c['Names'] for c in left]}"
 
 
-@pytest.fixture(params=["docker", "process"])
+@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker),
+                        pytest.param("process", marks=pytest.mark.sandbox)])
 def kind(request: pytest.FixtureRequest) -> str:
     if request.param == "docker":
         reason = docker_skip_reason()
@@ -35,21 +36,22 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def backend(kind: str, backends: dict[str, Any]) -> Any:
+def limited_backend(kind: str, backends: dict[str, Any]) -> Any:
+    """The backend of ``kind`` with the tight limits of the sandbox tests (``limits_config``)."""
     if kind not in backends:
         backends[kind] = make_backend(limits_config(kind))
     return backends[kind]
 
 
 @pytest.fixture
-def episode(backend: Any) -> Episode:
+def episode(limited_backend: Any) -> Episode:
     """Run one episode of a test bundle: episode("attacks", config={...}) -> (outcome, sandbox)."""
 
     def run(bundle: str | Path, *, config: dict[str, Any] | None = None,
             handlers: dict[str, Callable[[dict[str, Any]], Any]] | None = None, mode: str = "episode",
             wall_clock_s: float = 20.0, max_requests: int = 20, on: Any = None) -> tuple[ProtocolOutcome, Any]:
         folder = bundle if isinstance(bundle, Path) else BUNDLES / bundle
-        sandbox = (on or backend).acquire(folder, bundle_hash(folder))
+        sandbox = (on or limited_backend).acquire(folder, bundle_hash(folder))
         start = {"mode": mode, "session": {"episode_id": uuid.uuid4().hex, "policy": "Be helpful.",
                                            "tools": [], "max_steps": 10, "config": config or {}}}
         outcome = run_protocol(sandbox, start, handlers or {}, wall_clock_s=wall_clock_s, max_requests=max_requests)

@@ -26,14 +26,14 @@ MIB = 1 << 20
 def docker_skip_reason() -> str | None:
     """Why the docker backend cannot be tested here, or None."""
     if not docker_available():
-        return "no Docker daemon answers (sandbox/ensure-docker.sh starts one)"
+        return "needs a Docker engine: make sandbox-ready (sandbox/ensure-docker.sh starts one)"
     import docker
 
     client = docker.from_env()
     try:
         client.images.get(DockerSandboxConfig().base_image)
     except docker.errors.ImageNotFound:
-        return f"base image {DockerSandboxConfig().base_image} missing: run sandbox/build-base-image.sh"
+        return f"needs the sandbox base image {DockerSandboxConfig().base_image}: make sandbox-ready"
     finally:
         client.close()
     return None

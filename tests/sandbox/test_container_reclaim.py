@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sandbox_support import BUNDLES, docker_client, docker_skip_reason, limits_config
 
-import ecdysis.sandbox.docker_backend as docker_backend
+import ecdysis.sandbox.docker_backend as docker_module
 from ecdysis.records import TerminationReason
 from ecdysis.sandbox import bundle_hash, make_backend, run_protocol
 
@@ -24,7 +24,7 @@ NOTHING = {"found": {folder: [] for folder in WRITABLE}, "others": [], "ipc": {"
 
 
 @pytest.fixture
-def backend() -> Iterator[Any]:
+def docker_backend() -> Iterator[Any]:
     reason = docker_skip_reason()
     if reason:
         pytest.skip(reason)
@@ -58,8 +58,8 @@ def seen_from_outside(container_id: str) -> dict[str, Any]:
             "listing": [line for line in listing.splitlines() if line and not line.endswith(":")]}
 
 
-def test_nothing_of_an_episode_outlives_its_release(backend: Any) -> None:
-    left, first = episode(backend, "leave")
+def test_nothing_of_an_episode_outlives_its_release(docker_backend: Any) -> None:
+    left, first = episode(docker_backend, "leave")
     assert left["writable"] == WRITABLE, left["writable"]  # every writable place, each planted in
     assert all(left["planted"][folder] for folder in WRITABLE), left["planted"]
     assert all(depth > PATH_MAX for depth in left["depth"].values()), left["depth"]
@@ -68,34 +68,34 @@ def test_nothing_of_an_episode_outlives_its_release(backend: Any) -> None:
     # Right after the release, before any acquire: no process of the harness, no file, no IPC object.
     assert seen_from_outside(first.container.id) == {"processes": [], "listing": []}
 
-    seen, second = episode(backend, "look")
+    seen, second = episode(docker_backend, "look")
     assert second.container.id == first.container.id and second.exec_id != first.exec_id  # the very same container
     assert seen == NOTHING
 
 
-def test_a_wipe_that_fails_quietly_is_caught_and_the_container_removed(backend: Any,
+def test_a_wipe_that_fails_quietly_is_caught_and_the_container_removed(docker_backend: Any,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     # A wipe that says it worked and did nothing: the check as root must find the daemon and the files.
-    monkeypatch.setattr(docker_backend, "WIPE_COMMAND", ["python3", "-I", "-S", "-c", "print('wiped')"])
-    _, first = episode(backend, "leave")
-    assert not first.returned and backend.idle_containers(first.bundle_hash) == 0
+    monkeypatch.setattr(docker_module, "WIPE_COMMAND", ["python3", "-I", "-S", "-c", "print('wiped')"])
+    _, first = episode(docker_backend, "leave")
+    assert not first.returned and docker_backend.idle_containers(first.bundle_hash) == 0
     client = docker_client()
     try:
         assert client.api.containers(all=True, filters={"id": first.container.id}) == []  # removed, daemon and all
     finally:
         client.close()
-    seen, second = episode(backend, "look")
+    seen, second = episode(docker_backend, "look")
     assert second.container.id != first.container.id
     assert seen == NOTHING
     assert second.returned  # reuse stays on: the wipe itself is available
 
 
-def test_reuse_is_off_where_the_wipe_cannot_run(backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reuse_is_off_where_the_wipe_cannot_run(docker_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # As in an image without find or chmod: the wipe's last line says it cannot run.
-    monkeypatch.setattr(docker_backend, "WIPE_COMMAND", ["python3", "-I", "-S", "-c", "print('cannot wipe')"])
-    _, first = episode(backend, "leave")
+    monkeypatch.setattr(docker_module, "WIPE_COMMAND", ["python3", "-I", "-S", "-c", "print('cannot wipe')"])
+    _, first = episode(docker_backend, "leave")
     assert not first.returned
-    seen, second = episode(backend, "look")
+    seen, second = episode(docker_backend, "look")
     assert second.exec_id is None and not second.returned  # one container per episode from now on
     assert second.container.id != first.container.id
     assert seen["found"] == NOTHING["found"] and seen["ipc"] == NOTHING["ipc"]

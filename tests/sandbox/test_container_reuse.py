@@ -16,6 +16,7 @@ from ecdysis.sandbox import ProtocolOutcome, bundle_hash, make_backend, run_prot
 
 ATTACKS = BUNDLES / "attacks"
 HOLDER = {"/sbin/docker-init -- sleep infinity", "sleep infinity"}
+pytestmark = pytest.mark.docker
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from ecdysis.sandbox import bundle_hash, make_backend, run_protocol
 from ecdysis.sandbox.docker_backend import HOLDER_COMMAND
 from ecdysis.sandbox.hijack import HijackedSocket
 
+pytestmark = pytest.mark.docker
+
 
 @pytest.fixture
 def client() -> Iterator[Any]:

@@ -13,6 +13,8 @@ import pytest
 
 from ecdysis.sandbox.launch import FAILED, LAUNCHER_PATH, command, native_command
 
+pytestmark = pytest.mark.sandbox
+
 KINDS = ["native", "python"]
 
 
@@ -35,7 +37,7 @@ def test_applies_home_and_limits_then_execs_the_command(tmp_path: Path, kind: st
     assert done.stdout.split(" ", 1) == [str(tmp_path), f"(77, 77) (0, 0) ({3 << 30}, {3 << 30})\n"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="joining a cgroup needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: joining a cgroup (run the tests as root)")
 @pytest.mark.parametrize("kind", KINDS)
 def test_joins_the_cgroups_before_the_command_runs(kind: str) -> None:
     from ecdysis.sandbox.cgroups import SandboxCgroup
@@ -43,7 +45,8 @@ def test_joins_the_cgroups_before_the_command_runs(kind: str) -> None:
     try:
         cgroup = SandboxCgroup.create(f"launcher-test-{kind}", memory_bytes=256 << 20, pids=64, cpus=1.0)
     except Exception as exc:  # no writable cgroup tree here
-        pytest.skip(f"no cgroup for the test: {exc}")
+        pytest.skip("needs a cgroup v2 hierarchy this process may write (root on the host, not a nested "
+                    f"container): {exc}")
     try:
         done = _launch({"home": "/", "cgroups": cgroup.procs_files}, "/bin/cat", "/proc/self/cgroup", kind=kind)
         assert done.returncode == 0, done.stderr
@@ -58,14 +61,14 @@ def test_specs_with_namespaces_or_mounts_go_to_the_python_program() -> None:
     assert native_command({"home": "/", "uid": 61234}, "true") is not None
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: dropping to another uid (run the tests as root)")
 @pytest.mark.parametrize("kind", KINDS)
 def test_drops_to_the_sandbox_uid_with_no_groups(tmp_path: Path, kind: str) -> None:
     from ecdysis.sandbox.process import _others_can_execute
 
     python = next((p for p in ("/usr/local/bin/python3", "/usr/bin/python3") if _others_can_execute(p)), None)
     if python is None:
-        pytest.skip("no python3 that another uid may run")
+        pytest.skip("needs a python3 that another uid may run (e.g. apt-get install -y python3)")
     os.chmod(tmp_path, 0o777)
     script = "import os; print(os.getresuid(), os.getresgid(), os.getgroups())"
     done = _launch({"home": str(tmp_path), "uid": 61234}, python, "-c", script, kind=kind)
@@ -88,7 +91,8 @@ def test_a_failed_step_exits_126_naming_it_and_never_runs_the_command(tmp_path: 
     assert usage.returncode == FAILED and "usage" in usage.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="hidden folders need a private mount namespace (root)")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: hidden folders need a private mount namespace (run the "
+                                              "tests as root)")
 @pytest.mark.parametrize("under", ["/var/tmp", "/srv", "/root"])
 def test_a_sandbox_starts_with_its_cwd_inside_nested_hidden_folders(under: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,8 @@ from ecdysis.records import TerminationReason
 from ecdysis.sandbox import ProcessSandboxConfig, SandboxUnavailable, bundle_hash, make_backend, run_protocol
 from ecdysis.sandbox.uids import lease_uid
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the allow-list process sandbox needs root")
+pytestmark = [pytest.mark.sandbox,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the allow-list process sandbox runs as root")]
 ATTACKS = BUNDLES / "attacks"
 
 

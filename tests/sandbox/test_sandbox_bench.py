@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ecdysis.sandbox import docker_available
 from perf.sandbox_bench import run
 
 
+@pytest.mark.docker
+@pytest.mark.sandbox
 def test_benchmark_reports_all_figures() -> None:
     results = run(n=2, max_concurrent=2)
     kinds = ["process", "docker"] if docker_available() else ["process"]

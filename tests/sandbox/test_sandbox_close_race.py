@@ -18,6 +18,8 @@ from sandbox_support import Episode, assert_gone
 from ecdysis.records import TerminationReason
 from ecdysis.sandbox.uids import lease_uid, quarantine_marker
 
+pytestmark = pytest.mark.sandbox
+
 SYS_EXIT = {"x86_64": 60, "aarch64": 93}
 
 
@@ -33,9 +35,10 @@ def cpu_burners() -> Iterator[None]:
             burner.wait(timeout=10)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the allow-list process sandbox needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the allow-list process sandbox runs only as root (run "
+                                              "the tests as root)")
 @pytest.mark.parametrize("kind", ["process"])
-def test_children_started_while_the_sandbox_closes_are_gone_under_cpu_load(episode: Episode, backend: object,
+def test_children_started_while_the_sandbox_closes_are_gone_under_cpu_load(episode: Episode, limited_backend: object,
                                                                            cpu_burners: None) -> None:
     """Many processes are dying when the close starts, and the machine's cores are busy: the close still outwaits
     every one before the uid goes back (several episodes, since the timing varies)."""

@@ -82,14 +82,14 @@ def test_end_episode_from_a_handler(episode: Episode) -> None:
     assert_gone(sandbox)
 
 
-def test_unexpected_handler_fault_is_the_harness_failure_and_cleans_up(backend: Any) -> None:
+def test_unexpected_handler_fault_is_the_harness_failure_and_cleans_up(limited_backend: Any) -> None:
     """Handlers signal the trusted side's faults explicitly; any other exception was raised by what the harness
     sent, so it can never become an infrastructure ending (retried, then excluded from every metric)."""
     def broken(params: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("cannot encode what the harness sent")
 
     folder = BUNDLES / "normal"
-    sandbox = backend.acquire(folder, bundle_hash(folder))
+    sandbox = limited_backend.acquire(folder, bundle_hash(folder))
     outcome = run_protocol(sandbox, {"mode": "episode", "session": {}}, {"llm.complete": broken}, wall_clock_s=20,
                            max_requests=5)
     assert outcome.finish_reason is TerminationReason.HARNESS_ERROR
@@ -140,6 +140,7 @@ def test_selftest_of_a_bundle_that_does_not_import(episode: Episode) -> None:
     assert "ModuleNotFoundError" in outcome.note
 
 
+@pytest.mark.sandbox
 def test_process_sandbox_starts_when_the_host_works_under_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # CI clones may live under /tmp: the host's working folder is hidden by the sandbox's private /tmp, not by a
     # mount on a path that does not exist there.

@@ -22,7 +22,8 @@ def test_warm_pool_reuses_nothing_between_episodes(kind: str, episode: Episode) 
         if kind == "process" and not backend.private_tmp:  # type: ignore[attr-defined]
             import pytest
 
-            pytest.skip("process backend cannot give each sandbox its own /tmp here (needs root)")
+            pytest.skip("needs root: only a root-run process backend gives each sandbox its own /tmp (run the tests "
+                        "as root)")
         digest = bundle_hash(ATTACKS)
         backend.prewarm(ATTACKS, digest)  # type: ignore[attr-defined]
         assert backend.wait_warm(digest, timeout=60)  # type: ignore[attr-defined]
@@ -87,7 +88,7 @@ def test_lifetime_watchdog_kills_an_abandoned_sandbox(kind: str) -> None:
         backend.shutdown()
 
 
-def test_no_container_left_after_failures(kind: str, episode: Episode, backend: Any) -> None:
+def test_no_container_left_after_failures(kind: str, episode: Episode, limited_backend: Any) -> None:
     if kind != "docker":
         import pytest
 
@@ -96,7 +97,7 @@ def test_no_container_left_after_failures(kind: str, episode: Episode, backend: 
     episode("attacks", config={"attack": "raw", "raw": "garbage\n"})
     # The runtime reports the harness's exception and exits 0: a clean end, so its container may wait for reuse.
     _, raised = episode("normal", config={"raise": True})
-    idle = {holder.id for pool in backend._containers.values() for holder in pool}
+    idle = {holder.id for pool in limited_backend._containers.values() for holder in pool}
     assert {container["Id"] for container in session_containers()} <= idle
     assert raised.returned == (raised.container.id in idle)
 

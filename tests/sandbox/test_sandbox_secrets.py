@@ -20,6 +20,8 @@ from ecdysis.sandbox import bundle_hash, make_backend, run_protocol
 from ecdysis.sandbox.spawner import spawner
 from tests.keyring_support import ENOKEY, join_host_session_keyring, search_session
 
+pytestmark = pytest.mark.sandbox
+
 CANARY = "sk-test-secret-ecdysis-7c41"
 HOST_KEY = "ecdysis-host-key"
 EPERM = "errno 1"
@@ -34,7 +36,8 @@ def host_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     keyring = join_host_session_keyring(HOST_KEY, CANARY.encode())
     if keyring < 0:
-        pytest.skip(f"the kernel gives this process no session keyring (errno {-keyring})")
+        pytest.skip(f"needs a session keyring, which this kernel or container refuses (errno {-keyring}): run on a "
+                    "host whose seccomp profile allows keyctl")
     assert search_session(HOST_KEY) > 0  # the host can find its key: the "not found" checks below can fail
 
 
@@ -43,7 +46,8 @@ def report(outcome: Any) -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the allow-list process sandbox needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the allow-list process sandbox runs only as root (run "
+                                              "the tests as root)")
 @pytest.mark.parametrize("kind", ["process"])
 def test_no_host_secret_and_no_keyring_reach_a_process_sandbox(episode: Episode, host_secrets: None) -> None:
     base = {"canary_hex": CANARY.encode().hex(), "key_payload": "written-by-a"}
@@ -87,7 +91,8 @@ def test_each_child_of_the_spawner_has_its_own_empty_session_keyring(host_secret
     assert search_session("ecdysis-child-a") == -ENOKEY
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a weak sandbox gets its own uid only from root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a weak sandbox gets its own uid only from root (run the "
+                                              "tests as root)")
 def test_no_keyring_reaches_a_weak_process_sandbox(host_secrets: None) -> None:
     """A weak sandbox has the host's user namespace, where a uid's user keyring outlives its processes: the filter
     keeps a sandbox from writing one that the next sandbox given the same uid would read."""

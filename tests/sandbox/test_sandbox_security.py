@@ -28,7 +28,7 @@ def reports(outcome: Any) -> list[dict[str, Any]]:
 
 def require(backend: Any, attribute: str, reason: str) -> None:
     if not getattr(backend, attribute, True):
-        pytest.skip(f"process backend cannot enforce this here: {reason}")
+        pytest.skip(f"needs root: a process backend not run as root cannot enforce this ({reason})")
 
 
 @pytest.fixture
@@ -63,8 +63,8 @@ def host_addresses() -> list[str]:
     return sorted(addresses)
 
 
-def test_network_is_unreachable(episode: Episode, backend: Any, listener: tuple[int, list[bytes]]) -> None:
-    require(backend, "isolates_network", "the kernel refuses a new network namespace")
+def test_network_is_unreachable(episode: Episode, limited_backend: Any, listener: tuple[int, list[bytes]]) -> None:
+    require(limited_backend, "isolates_network", "the kernel refuses a new network namespace")
     port, accepted = listener
     # The listener really is reachable from outside a sandbox, so the check below can fail.
     with socket.create_connection(("127.0.0.1", port), timeout=2) as probe:
@@ -78,8 +78,9 @@ def test_network_is_unreachable(episode: Episode, backend: Any, listener: tuple[
     assert_gone(sandbox)
 
 
-def test_cannot_write_outside_tmp(episode: Episode, backend: Any, tmp_path: Path) -> None:
-    require(backend, "drops_privileges", "the host does not run as root, so the sandbox keeps the host user's rights")
+def test_cannot_write_outside_tmp(episode: Episode, limited_backend: Any, tmp_path: Path) -> None:
+    require(limited_backend, "drops_privileges",
+            "the host does not run as root, so the sandbox keeps the host user's rights")
     host_file = tmp_path / "escape.txt"
     targets = ["/escape.txt", "/etc/escape.txt", "/opt/ecdysis/escape.py", "/usr/lib/escape.txt", str(host_file)]
     outcome, sandbox = episode("attacks", config={"attack": "write_outside", "targets": targets})
@@ -92,8 +93,9 @@ def test_cannot_write_outside_tmp(episode: Episode, backend: Any, tmp_path: Path
     assert_gone(sandbox)
 
 
-def test_provider_keys_are_invisible(episode: Episode, backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    require(backend, "drops_privileges", "as the host's own user, the sandbox could read /proc/<host pid>/environ")
+def test_provider_keys_are_invisible(episode: Episode, limited_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    require(limited_backend, "drops_privileges",
+            "as the host's own user, the sandbox could read /proc/<host pid>/environ")
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     assert os.environ["OPENAI_API_KEY"] == CANARY
     outcome, sandbox = episode("attacks", config={"attack": "secrets", "canary": CANARY})
@@ -105,19 +107,20 @@ def test_provider_keys_are_invisible(episode: Episode, backend: Any, monkeypatch
     assert_gone(sandbox)
 
 
-def test_fork_limit_is_enforced(episode: Episode, backend: Any) -> None:
-    require(backend, "drops_privileges", "RLIMIT_NPROC does not bind root, and the host does not run as root")
+def test_fork_limit_is_enforced(episode: Episode, limited_backend: Any) -> None:
+    require(limited_backend, "drops_privileges", "RLIMIT_NPROC does not bind root, and the host does not run as root")
     outcome, sandbox = episode("attacks", config={"attack": "fork_limit"})
     assert outcome.finish_reason is TerminationReason.AGENT_STOP, outcome.note
     (report,) = reports(outcome)
-    limit = getattr(backend.config, "pids_limit", None) or backend.config.nproc
+    limit = getattr(limited_backend.config, "pids_limit", None) or limited_backend.config.nproc
     assert 0 < report["children"] < limit, report
     assert "Resource temporarily unavailable" in report["error"] or "BlockingIOError" in report["error"]
     assert_gone(sandbox)
 
 
-def test_fork_bomb_times_out_and_is_cleaned_up(episode: Episode, backend: Any) -> None:
-    require(backend, "drops_privileges", "without its own uid the bomb's processes cannot all be found and killed")
+def test_fork_bomb_times_out_and_is_cleaned_up(episode: Episode, limited_backend: Any) -> None:
+    require(limited_backend, "drops_privileges",
+            "without its own uid the bomb's processes cannot all be found and killed")
     outcome, sandbox = episode("attacks", config={"attack": "fork_bomb"}, wall_clock_s=3)
     assert outcome.finish_reason is TerminationReason.TIMEOUT, outcome.note
     assert_gone(sandbox)
@@ -138,7 +141,8 @@ def test_infinite_loop_times_out(episode: Episode) -> None:
 
 
 @pytest.mark.parametrize("attack", ["exit_runtime", "kill_runtime", "close_output"])
-def test_a_harness_that_ends_its_own_runtime_is_a_harness_error(episode: Episode, backend: Any, attack: str) -> None:
+def test_a_harness_that_ends_its_own_runtime_is_a_harness_error(episode: Episode, limited_backend: Any,
+                                                                 attack: str) -> None:
     # Infrastructure endings are retried and excluded from metrics: a harness must not reach them by crashing.
     outcome, sandbox = episode("attacks", config={"attack": attack}, wall_clock_s=10)
     assert not outcome.finish_reason.is_infrastructure, outcome.note
@@ -146,7 +150,7 @@ def test_a_harness_that_ends_its_own_runtime_is_a_harness_error(episode: Episode
         assert outcome.finish_reason is TerminationReason.HARNESS_ERROR, (outcome.note, outcome.stderr_tail)
     if attack == "kill_runtime":  # only the init of a PID namespace (bubblewrap's --as-pid-1) outlives its SIGKILL
         survived = any(report.get("survived_sigkill") for report in reports(outcome))
-        assert survived == bool(getattr(backend, "allowlist", False)), outcome.events
+        assert survived == bool(getattr(limited_backend, "allowlist", False)), outcome.events
     assert_gone(sandbox)
 
 
@@ -199,8 +203,8 @@ def test_request_budget_ends_with_max_steps(episode: Episode) -> None:
     assert_gone(sandbox)
 
 
-def test_tmp_is_size_limited(episode: Episode, backend: Any) -> None:
-    require(backend, "private_tmp", "without root the sandbox's temp folder is on the host disk, unbounded")
+def test_tmp_is_size_limited(episode: Episode, limited_backend: Any) -> None:
+    require(limited_backend, "private_tmp", "without root the sandbox's temp folder is on the host disk, unbounded")
     outcome, sandbox = episode("attacks", config={"attack": "fill_tmp"}, wall_clock_s=60)
     assert outcome.finish_reason is TerminationReason.AGENT_STOP, outcome.note
     (report,) = reports(outcome)

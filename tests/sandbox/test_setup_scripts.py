@@ -62,7 +62,7 @@ def test_ensure_docker_falls_back_to_the_process_sandbox(tmp_path: Path, apt_get
 def test_ensure_docker_installs_the_engine_when_only_a_client_is_present(tmp_path: Path) -> None:
     """A `docker` client on PATH is no reason to skip the install: apt-get is asked for docker.io."""
     if os.geteuid() != 0:
-        pytest.skip("the script only runs apt-get as root (or with password-less sudo)")
+        pytest.skip("needs root or password-less sudo: the script runs apt-get")
     calls = tmp_path / "apt-calls"
     done = run_script("ensure-docker.sh", fake_bin(tmp_path, apt_get=f'echo "$@" >> {calls}; exit 0'), tmp_path)
     assert done.returncode == 0, done.stderr
@@ -80,6 +80,7 @@ def test_base_image_step_is_skipped_with_one_warning(tmp_path: Path) -> None:
     assert not (tmp_path / "cache").exists(), "nothing is debootstrapped for an image that cannot be built"
 
 
+@pytest.mark.sandbox
 def test_auto_sandbox_picks_the_process_backend_without_a_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")

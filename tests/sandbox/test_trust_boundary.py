@@ -97,7 +97,7 @@ def test_a_handler_choking_on_harness_data_is_the_harness_failure(episode: Episo
     assert_gone(sandbox)
 
 
-def test_state_never_reaches_the_next_episode(episode: Episode, backend: Any) -> None:
+def test_state_never_reaches_the_next_episode(episode: Episode, limited_backend: Any) -> None:
     first, sandbox1 = episode("attacks", config={"attack": "persist_state", "mode": "write"})
     second, sandbox2 = episode("attacks", config={"attack": "persist_state", "mode": "read"})
     assert first.finish_reason is second.finish_reason is TerminationReason.AGENT_STOP, (first.note, second.note)
@@ -111,7 +111,7 @@ def test_state_never_reaches_the_next_episode(episode: Episode, backend: Any) ->
     assert_gone(sandbox2)
 
 
-def test_a_double_forked_child_dies_with_the_episode(episode: Episode, backend: Any) -> None:
+def test_a_double_forked_child_dies_with_the_episode(episode: Episode, limited_backend: Any) -> None:
     outcome, sandbox = episode("attacks", config={"attack": "double_fork"})
     assert outcome.finish_reason is TerminationReason.AGENT_STOP, outcome.note
     assert_gone(sandbox)
@@ -120,7 +120,7 @@ def test_a_double_forked_child_dies_with_the_episode(episode: Episode, backend: 
         assert not any(folder.exists() for folder in sandbox.cgroup.folders.values())
 
 
-def test_children_started_while_the_sandbox_closes_are_gone_when_it_is(episode: Episode, backend: Any) -> None:
+def test_children_started_while_the_sandbox_closes_are_gone_when_it_is(episode: Episode, limited_backend: Any) -> None:
     """A process that keeps forking changes the sandbox's members between the close's first look and its kill: the
     close still waits out every process of the sandbox's uid before the uid goes back (several episodes, since the
     timing varies)."""

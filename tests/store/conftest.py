@@ -1,10 +1,10 @@
-"""Store fixtures: every store test runs on a local folder and on a real S3-compatible server (moto_server)."""
+"""Store fixtures: the record factory. Every store test takes ``any_store`` (tests/conftest.py): a local folder, then
+a real S3-compatible server (moto_server)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -26,23 +26,6 @@ from ecdysis.records import (
     ToolCall,
     Trajectory,
 )
-from ecdysis.store import ArtifactStore
-
-
-@pytest.fixture(params=["local", "s3"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The URI of an empty store: a temp folder, then a prefix in a fresh bucket on moto_server."""
-    if request.param == "local":
-        return str(tmp_path / "runs")
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"s3://{bucket}/runs"
-
-
-@pytest.fixture
-def store(store_uri: str) -> ArtifactStore:
-    """An empty store on each backend."""
-    return ArtifactStore(store_uri)
-
 
 RecordFactory = Callable[[str, int, str, int, str], Record]
 

@@ -24,9 +24,9 @@ def _append_batches(uri: str, worker: int) -> None:
         store.append("failures", rows, run_id="shared", round=1)
 
 
-def test_concurrent_process_appends_keep_every_row_once(store: ArtifactStore) -> None:
+def test_concurrent_process_appends_keep_every_row_once(any_store: ArtifactStore) -> None:
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_append_batches, args=(store.uri, w)) for w in range(WORKERS)]
+    procs = [ctx.Process(target=_append_batches, args=(any_store.uri, w)) for w in range(WORKERS)]
     for proc in procs:
         proc.start()
     try:
@@ -39,9 +39,9 @@ def test_concurrent_process_appends_keep_every_row_once(store: ArtifactStore) ->
                 proc.join()
     assert [proc.exitcode for proc in procs] == [0] * WORKERS
 
-    ids = [r.failure_id for r in store.read("failures", run_id="shared", round=1)]
+    ids = [r.failure_id for r in any_store.read("failures", run_id="shared", round=1)]
     expected = {f"w{w}-b{b}-r{r}" for w in range(WORKERS) for b in range(BATCHES) for r in range(ROWS)}
     assert len(ids) == len(expected)
     assert set(ids) == expected
-    assert store.count("failures", run_id="shared", round=1) == WORKERS * BATCHES * ROWS
-    assert {r.model for r in store.read("failures", task_id="task-3")} == {f"m{w}" for w in range(WORKERS)}
+    assert any_store.count("failures", run_id="shared", round=1) == WORKERS * BATCHES * ROWS
+    assert {r.model for r in any_store.read("failures", task_id="task-3")} == {f"m{w}" for w in range(WORKERS)}

@@ -37,7 +37,7 @@ def _keys(records: list[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("dataset", sorted(DATASETS))
-def test_roundtrip_every_dataset_with_filters(store: ArtifactStore, records: RecordFactory, dataset: str) -> None:
+def test_roundtrip_every_dataset_with_filters(any_store: ArtifactStore, records: RecordFactory, dataset: str) -> None:
     written: list[Record] = []
     i = 0
     for run_id in ("run-a", "run-b"):
@@ -46,92 +46,92 @@ def test_roundtrip_every_dataset_with_filters(store: ArtifactStore, records: Rec
             for _ in range(3):
                 batch.append(records(dataset, i, run_id, rnd, "model-a" if i % 2 else "model-b"))
                 i += 1
-            store.append(dataset, batch, run_id=run_id, round=rnd)
+            any_store.append(dataset, batch, run_id=run_id, round=rnd)
             written += batch
 
-    assert _keys(store.read(dataset)) == _keys(written)
-    assert _keys(store.read(dataset, run_id="run-a")) == _keys([r for r in written if r.run_id == "run-a"])  # type: ignore[attr-defined]
-    assert _keys(store.read(dataset, round=1)) == _keys([r for r in written if r.round == 1])  # type: ignore[attr-defined]
-    both = store.read(dataset, run_id="run-b", round=0)
+    assert _keys(any_store.read(dataset)) == _keys(written)
+    assert _keys(any_store.read(dataset, run_id="run-a")) == _keys([r for r in written if r.run_id == "run-a"])  # type: ignore[attr-defined]
+    assert _keys(any_store.read(dataset, round=1)) == _keys([r for r in written if r.round == 1])  # type: ignore[attr-defined]
+    both = any_store.read(dataset, run_id="run-b", round=0)
     assert _keys(both) == _keys([r for r in written if (r.run_id, r.round) == ("run-b", 0)])  # type: ignore[attr-defined]
     assert len(both) == 3
 
     column, value = EXTRA_FILTER[dataset]
-    table = store.read_table(dataset, **{column: value})
+    table = any_store.read_table(dataset, **{column: value})
     expected = [r for r in written if _column_value(dataset, r, column) == value]
     assert 0 < len(expected) < len(written)
-    assert _keys(store.read(dataset, **{column: value})) == _keys(expected)
+    assert _keys(any_store.read(dataset, **{column: value})) == _keys(expected)
     assert table.schema == DATASETS[dataset].schema
     assert table.num_rows == len(expected)
 
-    assert store.read(dataset, run_id="no-such-run") == []
-    assert store.count(dataset, run_id="run-a") == 6
-    assert store.count(dataset, run_id="run-a", round=1) == 3
+    assert any_store.read(dataset, run_id="no-such-run") == []
+    assert any_store.count(dataset, run_id="run-a") == 6
+    assert any_store.count(dataset, run_id="run-a", round=1) == 3
 
 
 def _column_value(dataset: str, record: Record, column: str) -> Any:
     return DATASETS[dataset].to_table([record]).column(column)[0].as_py()
 
 
-def test_batch_files_are_uuid_named_in_partitions(store: ArtifactStore, records: RecordFactory) -> None:
-    batch_id = store.append("failures", [records("failures", 0, "r1", 2, "m")], run_id="r1", round=2)
+def test_batch_files_are_uuid_named_in_partitions(any_store: ArtifactStore, records: RecordFactory) -> None:
+    batch_id = any_store.append("failures", [records("failures", 0, "r1", 2, "m")], run_id="r1", round=2)
     assert re.fullmatch(r"[0-9a-f]{32}", batch_id)
-    keys = open_backend(store.uri).list("failures/")
+    keys = open_backend(any_store.uri).list("failures/")
     assert keys == [f"failures/run_id=r1/round=2/{batch_id}.parquet"]
 
 
-def test_same_batch_id_twice_keeps_one_copy(store: ArtifactStore, records: RecordFactory) -> None:
+def test_same_batch_id_twice_keeps_one_copy(any_store: ArtifactStore, records: RecordFactory) -> None:
     rows = [records("llm_calls", i, "r1", 0, "m") for i in range(4)]
-    first = store.append("llm_calls", rows, run_id="r1", batch_id="worker-7-step-3")
-    second = store.append("llm_calls", rows, run_id="r1", batch_id="worker-7-step-3")
+    first = any_store.append("llm_calls", rows, run_id="r1", batch_id="worker-7-step-3")
+    second = any_store.append("llm_calls", rows, run_id="r1", batch_id="worker-7-step-3")
     assert first == second == "worker-7-step-3"
-    assert _keys(store.read("llm_calls", run_id="r1")) == _keys(rows)
-    store.append("llm_calls", rows[:1], run_id="r1")
-    assert len(store.read("llm_calls", run_id="r1")) == 5
+    assert _keys(any_store.read("llm_calls", run_id="r1")) == _keys(rows)
+    any_store.append("llm_calls", rows[:1], run_id="r1")
+    assert len(any_store.read("llm_calls", run_id="r1")) == 5
 
 
-def test_empty_run_id_is_filled_from_the_partition(store: ArtifactStore, records: RecordFactory) -> None:
+def test_empty_run_id_is_filled_from_the_partition(any_store: ArtifactStore, records: RecordFactory) -> None:
     record = records("llm_calls", 1, "", 0, "m")
-    store.append("llm_calls", [record], run_id="r9")
-    (back,) = store.read("llm_calls", run_id="r9")
+    any_store.append("llm_calls", [record], run_id="r9")
+    (back,) = any_store.read("llm_calls", run_id="r9")
     assert back.run_id == "r9"
     assert back.call_id == record.call_id  # type: ignore[attr-defined]
 
 
 def test_record_of_another_run_or_round_is_rejected_and_nothing_written(
-    store: ArtifactStore, records: RecordFactory
+    any_store: ArtifactStore, records: RecordFactory
 ) -> None:
     with pytest.raises(ValueError, match=r"run_id='other'"):
-        store.append("failures", [records("failures", 0, "other", 0, "m")], run_id="r1")
+        any_store.append("failures", [records("failures", 0, "other", 0, "m")], run_id="r1")
     with pytest.raises(ValueError, match=r"round=0 but is appended to round=3"):
-        store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="r1", round=3)
+        any_store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="r1", round=3)
     with pytest.raises(TypeError, match="stores FailureRecord"):
-        store.append("failures", [records("rounds", 0, "r1", 0, "m")], run_id="r1")
-    assert open_backend(store.uri).list("") == []
+        any_store.append("failures", [records("rounds", 0, "r1", 0, "m")], run_id="r1")
+    assert open_backend(any_store.uri).list("") == []
 
 
-def test_bad_names_and_filters_are_named(store: ArtifactStore, records: RecordFactory) -> None:
+def test_bad_names_and_filters_are_named(any_store: ArtifactStore, records: RecordFactory) -> None:
     with pytest.raises(UnknownDatasetError, match=r"unknown dataset 'trajectory'.*trajectories"):
-        store.read("trajectory")
+        any_store.read("trajectory")
     with pytest.raises(ValueError, match=r"unknown filter column\(s\) \['colour'\]"):
-        store.read("failures", colour="red")
+        any_store.read("failures", colour="red")
     with pytest.raises(ValueError, match=r"run_id '../x' is not a valid name"):
-        store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="../x")
+        any_store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="../x")
     with pytest.raises(ValueError, match=r"batch_id 'a/b' is not a valid name"):
-        store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="r1", batch_id="a/b")
+        any_store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="r1", batch_id="a/b")
     with pytest.raises(ValueError, match=r"filter round='x' does not fit column type int32"):
-        store.read("failures", round="x")
+        any_store.read("failures", round="x")
 
 
-def test_empty_dataset_reads_as_empty_table_in_schema(store: ArtifactStore) -> None:
-    table = store.read_table("trajectories")
+def test_empty_dataset_reads_as_empty_table_in_schema(any_store: ArtifactStore) -> None:
+    table = any_store.read_table("trajectories")
     assert isinstance(table, pa.Table)
     assert table.num_rows == 0
     assert table.schema == DATASETS["trajectories"].schema
 
 
-def test_null_filter_matches_missing_values(store: ArtifactStore, records: RecordFactory) -> None:
+def test_null_filter_matches_missing_values(any_store: ArtifactStore, records: RecordFactory) -> None:
     with_cost = records("llm_calls", 1, "r1", 0, "m")
     without = with_cost.model_copy(update={"call_id": "free", "cost_usd": None})
-    store.append("llm_calls", [with_cost, without], run_id="r1")
-    assert [r.call_id for r in store.read("llm_calls", cost_usd=None)] == ["free"]
+    any_store.append("llm_calls", [with_cost, without], run_id="r1")
+    assert [r.call_id for r in any_store.read("llm_calls", cost_usd=None)] == ["free"]

@@ -74,36 +74,36 @@ def test_endpoint_comes_from_ecdysis_variable_then_aws_variable(
         ArtifactStore(f"s3://{s3_bucket}/runs")
 
 
-def test_corrupt_parquet_names_the_file_and_is_not_skipped(store: ArtifactStore, records: RecordFactory) -> None:
-    store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="r1")
+def test_corrupt_parquet_names_the_file_and_is_not_skipped(any_store: ArtifactStore, records: RecordFactory) -> None:
+    any_store.append("failures", [records("failures", 0, "r1", 0, "m")], run_id="r1")
     bad_key = "failures/run_id=r1/round=0/broken.parquet"
-    open_backend(store.uri).put(bad_key, b"PAR1 this is not parquet")
+    open_backend(any_store.uri).put(bad_key, b"PAR1 this is not parquet")
     with pytest.raises(CorruptFileError, match=r"corrupt file .*broken\.parquet: not a readable Parquet file"):
-        store.read("failures", run_id="r1")
+        any_store.read("failures", run_id="r1")
     with pytest.raises(CorruptFileError, match=r"broken\.parquet"):
-        store.count("failures", run_id="r1")
-    assert len(store.read("failures", run_id="r2")) == 0  # other partitions stay readable
+        any_store.count("failures", run_id="r1")
+    assert len(any_store.read("failures", run_id="r2")) == 0  # other partitions stay readable
 
 
-def test_parquet_of_another_dataset_is_reported(store: ArtifactStore, records: RecordFactory) -> None:
-    store.append("rounds", [records("rounds", 0, "r1", 0, "m")], run_id="r1", batch_id="b1")
-    backend = open_backend(store.uri)
+def test_parquet_of_another_dataset_is_reported(any_store: ArtifactStore, records: RecordFactory) -> None:
+    any_store.append("rounds", [records("rounds", 0, "r1", 0, "m")], run_id="r1", batch_id="b1")
+    backend = open_backend(any_store.uri)
     data = backend.get("rounds/run_id=r1/round=0/b1.parquet")
     assert data is not None
     backend.put("failures/run_id=r1/round=0/b1.parquet", data)
     with pytest.raises(CorruptFileError, match=r"b1\.parquet: does not match dataset 'failures'"):
-        store.read("failures")
+        any_store.read("failures")
 
 
-def test_tampered_blob_and_corrupt_manifest(store: ArtifactStore) -> None:
+def test_tampered_blob_and_corrupt_manifest(any_store: ArtifactStore) -> None:
     digest = hashlib.sha256(b"original").hexdigest()
-    backend = open_backend(store.uri)
+    backend = open_backend(any_store.uri)
     backend.put(f"blobs/sha256/{digest[:2]}/{digest}", b"tampered")
     with pytest.raises(BlobIntegrityError, match=f"content hashes to .*, not {digest}"):
-        store.get_blob(digest)
+        any_store.get_blob(digest)
     backend.put("manifests/r1.json", b"{not json")
     with pytest.raises(CorruptFileError, match=r"r1\.json: not a valid RunManifest"):
-        store.list_runs()
+        any_store.list_runs()
 
 
 def test_local_writes_leave_no_temp_files(tmp_path: Path, records: RecordFactory) -> None:

@@ -18,9 +18,10 @@ from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, AgentBenchData, fin
 
 DATA_DIR = find_data_dir()
 
-needs_data = pytest.mark.skipif(DATA_DIR is None, reason=f"no AgentBench data folder: set ${DATA_ENV}")
+needs_data = pytest.mark.skipif(DATA_DIR is None, reason=f"needs the AgentBench data folder: set ${DATA_ENV}")
 needs_mariadb = pytest.mark.skipif(not mariadb_available(),
-                                   reason="MariaDB server binaries (mariadbd, mariadb-install-db) are not installed")
+                                   reason="needs MariaDB (mariadbd, mariadb-install-db): apt-get install -y "
+                                          "mariadb-server")
 
 _tasks: dict[str, list[DBTask]] = {}
 _bases: list[Path] = []

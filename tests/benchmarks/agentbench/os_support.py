@@ -27,7 +27,7 @@ def docker_unavailable() -> str | None:
 
         docker.from_env(timeout=10).ping()
     except Exception as exc:
-        return f"no Docker daemon answers ({exc.__class__.__name__}: {exc})"
+        return f"needs a Docker engine: make sandbox-ready ({exc.__class__.__name__}: {exc})"
     return None
 
 

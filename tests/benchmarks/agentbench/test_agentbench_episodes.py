@@ -16,7 +16,8 @@ from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
 from ecdysis.protocols import EpisodeRequest
 from ecdysis.records import TerminationReason, Trajectory
 
-pytestmark = pytest.mark.skipif(not os.environ.get(DATA_ENV), reason=f"no AgentBench data folder: set ${DATA_ENV}")
+pytestmark = pytest.mark.skipif(not os.environ.get(DATA_ENV), reason="needs the AgentBench data folder: set "
+                                                                     f"${DATA_ENV}")
 SCRIPTED = "scripted/ecdysis.benchmarks.agentbench.scripted"
 ATTACKS = Path(__file__).parents[2] / "sandbox" / "bundles" / "attacks"
 
@@ -26,29 +27,12 @@ def _needs(variant: str) -> None:
         from ecdysis.benchmarks.agentbench.dbbench import mariadb_available
 
         if not mariadb_available():
-            pytest.skip("MariaDB is not installed (Debian: mariadb-server)")
+            pytest.skip("needs MariaDB: apt-get install -y mariadb-server")
     else:
         from ecdysis.sandbox import docker_available
 
         if not docker_available():
-            pytest.skip("no Docker daemon answers")
-
-
-@pytest.fixture(scope="module")
-def backend() -> Any:
-    from ecdysis.sandbox import ProcessSandboxConfig, make_backend
-
-    made = make_backend(ProcessSandboxConfig(warm_pool=0))
-    yield made
-    made.shutdown()
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Any:
-    from ecdysis.llm import Gateway, GatewayConfig
-
-    with Gateway(GatewayConfig(cache=False, max_retries=0)) as gw:
-        yield gw
+            pytest.skip("needs a Docker engine: make sandbox-ready")
 
 
 def episodes(variant: str, task_ids: list[str], harness: str | Path, model: str, backend: Any, gateway: Any,
@@ -84,16 +68,17 @@ def test_splits_are_upstreams(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("variant", ["agentbench-db", "agentbench-os"])
-def test_the_gold_agent_scores_and_the_flaw_fails_under_the_seeds(variant: str, backend: Any, gateway: Any) -> None:
+def test_the_gold_agent_scores_and_the_flaw_fails_under_the_seeds(variant: str, process_backend: Any,
+                                                                  shared_gateway: Any) -> None:
     _needs(variant)
     ids = DB_TASKS if variant == "agentbench-db" else [t.task_id for t in
                                                         config_for(variant).build().tasks("train")[:4]]
-    gold = episodes(variant, ids, "human", "gold_agent", backend, gateway)
+    gold = episodes(variant, ids, "human", "gold_agent", process_backend, shared_gateway)
     assert [(t.termination_reason, t.reward) for t in gold] == [(TerminationReason.AGENT_STOP, 1.0)] * len(ids), \
         [(t.task.task_id, t.error) for t in gold if t.reward != 1.0]
-    flawed = episodes(variant, ids, "human", "text_answer_agent", backend, gateway)
+    flawed = episodes(variant, ids, "human", "text_answer_agent", process_backend, shared_gateway)
     assert [(t.termination_reason, t.reward) for t in flawed] == [(TerminationReason.USER_STOP, 0.0)] * len(ids)
-    floor = episodes(variant, ids[:2], "noop", "gold_agent", backend, gateway)
+    floor = episodes(variant, ids[:2], "noop", "gold_agent", process_backend, shared_gateway)
     assert all(t.reward == 0.0 for t in floor)
 
 
@@ -120,7 +105,7 @@ def run(session):
 """
 
 
-def test_gold_never_reaches_the_harness(backend: Any, gateway: Any, tmp_path: Path) -> None:
+def test_gold_never_reaches_the_harness(process_backend: Any, shared_gateway: Any, tmp_path: Path) -> None:
     """Everything a harness can see — its session (policy, tools, config), the instruction, every file of its
     sandbox — holds none of the task's gold: DBBench's gold statement (the label of an INSERT task), answer_md5 and
     gold SQL."""
@@ -133,7 +118,7 @@ def test_gold_never_reaches_the_harness(backend: Any, gateway: Any, tmp_path: Pa
     (spy / "harness.py").write_text(SPY)
     (spy / "markers.json").write_text(json.dumps([insert.answer_md5, *insert.label, select.sql]))
     for task, trajectory in zip((insert, select), episodes("agentbench-db", ["std-150", "std-0"], spy, "gold_agent",
-                                                             backend, gateway), strict=True):
+                                                             process_backend, shared_gateway), strict=True):
         report = json.loads(trajectory.messages[-2]["content"])
         assert report["told"] == task.prompt  # the instruction did arrive
         assert report["visited"] > 50
@@ -141,7 +126,7 @@ def test_gold_never_reaches_the_harness(backend: Any, gateway: Any, tmp_path: Pa
         assert {Path(hit).name for hit in report["hits"]} == {"markers.json"}, report["hits"]
 
 
-def test_training_fixes_the_recurring_flaw(tmp_path: Path, backend: Any, gateway: Any) -> None:
+def test_training_fixes_the_recurring_flaw(tmp_path: Path, process_backend: Any, shared_gateway: Any) -> None:
     """ecdysis on DBBench dev tasks: every episode of text_answer_agent fails under the human seed; the scripted
     diagnoser and coder add the reminder; the candidate scores 1.0 and is accepted."""
     _needs("agentbench-db")
@@ -158,14 +143,14 @@ def test_training_fixes_the_recurring_flaw(tmp_path: Path, backend: Any, gateway
         def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Trajectory]:
             return [db.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
                                           model=f"{SCRIPTED}:text_answer_agent", run_id="ab-train", round=round_,
-                                          phase=phase, max_steps=12, wall_clock_s=120), backend, llm)
+                                          phase=phase, max_steps=12, wall_clock_s=120), process_backend, llm)
                     for task in tasks]
 
         settings = LoopSettings(run_id="ab-train", method="ecdysis", harness_dir=db.seed_harnesses()["human"],
                                 max_rounds=2, workspace=tmp_path / "ws")
-        loop = TrainingLoop(settings, store, llm, backend, FunctionEvaluator(evaluate),
+        loop = TrainingLoop(settings, store, llm, process_backend, FunctionEvaluator(evaluate),
                             method("ecdysis").diagnoser(DiagnoserParts(llm=llm, model=f"{SCRIPTED}:diagnoser")),
-                            BuiltinCodingAgent(llm, f"{SCRIPTED}:coder", backend))
+                            BuiltinCodingAgent(llm, f"{SCRIPTED}:coder", process_backend))
         result = loop.run()
     first = result.rounds[0]
     assert first.base_score == 0.0 and first.n_failures == 3
@@ -173,7 +158,10 @@ def test_training_fixes_the_recurring_flaw(tmp_path: Path, backend: Any, gateway
     assert result.final_score == 1.0 and result.rounds[-1].note == "no failures: training stops"
 
 
-@pytest.mark.parametrize("variant", ["agentbench-db", "agentbench-os"])
+@pytest.mark.ray
+@pytest.mark.sandbox
+@pytest.mark.parametrize("variant", [pytest.param("agentbench-db", marks=pytest.mark.mariadb),
+                                     pytest.param("agentbench-os", marks=pytest.mark.docker)])
 def test_eval_on_agentbench_prints_the_same_table(variant: str, tmp_path: Path) -> None:
     """``ecdysis eval --benchmark agentbench-db|agentbench-os`` on Ray: accuracy, Pass@k, Pass^k, tokens, cost and
     s/trajectory in τ²'s table format, every trajectory stored."""

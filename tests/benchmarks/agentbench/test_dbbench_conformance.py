@@ -13,7 +13,7 @@ from ecdysis.benchmarks.agentbench.dbbench.environment import DBBenchService
 from ecdysis.benchmarks.agentbench.dbbench.server import MariaDBServer
 from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask
 
-pytestmark = [needs_data, needs_mariadb]
+pytestmark = [pytest.mark.mariadb, needs_data, needs_mariadb]
 
 # std tasks whose stored answer_md5 the gold statement does not reproduce on any server we know of: std-225 sets
 # Points='16' for the one 'Johnson' row, yet the stored digest matches neither that table nor any single-cell edit.

@@ -26,9 +26,11 @@ from ecdysis.benchmarks.agentbench.dbbench.grading import quote_identifier
 from ecdysis.benchmarks.agentbench.dbbench.server import MariaDBServer
 from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask
 
-pytestmark = [needs_data, needs_mariadb]
+pytestmark = [pytest.mark.mariadb, needs_data, needs_mariadb]
 
 LIMIT_S = 1.0
+BUSY_HOST_S = 8.0
+"""What a loaded host may add to a statement stopped at the time limit: still far short of the 100 s it asks for."""
 
 
 @pytest.fixture(scope="module")
@@ -210,16 +212,16 @@ def test_runaway_queries_stop_at_the_time_limit(service: DBBenchService) -> None
     with service.open(task, "runaway") as episode:
         started = time.monotonic()
         assert episode.call("execute_sql", {"query": "SELECT SLEEP(100)"}) == (TIMED_OUT, True)
-        assert time.monotonic() - started < LIMIT_S + 1.5
+        assert time.monotonic() - started < LIMIT_S + BUSY_HOST_S
         started = time.monotonic()
         query = f"SELECT COUNT(*) FROM {table} a, {table} b, {table} c, {table} d"
         assert episode.call("execute_sql", {"query": query}) == (TIMED_OUT, True)
-        assert time.monotonic() - started < LIMIT_S + 1.5
+        assert time.monotonic() - started < LIMIT_S + BUSY_HOST_S
         # Lifting the session limit does not help: the watchdog kills the statement shortly after the limit.
         sql(episode, "SET SESSION max_statement_time = 0")
         started = time.monotonic()
         assert episode.call("execute_sql", {"query": "SELECT SLEEP(100)"}) == (TIMED_OUT, True)
-        assert time.monotonic() - started < LIMIT_S + 4
+        assert time.monotonic() - started < LIMIT_S + BUSY_HOST_S + 2.5
         assert sql(episode, "SELECT 5") == "[(5,)]"
 
 

@@ -24,7 +24,7 @@ from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask
 from ecdysis.records import TerminationReason
 from ecdysis.sandbox.driver import EndEpisode, _serve
 
-pytestmark = needs_mariadb
+pytestmark = [pytest.mark.mariadb, needs_mariadb]
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,8 @@ def test_data_directory_is_refused_and_ignored_by_the_server(service: DBBenchSer
 
 def test_server_runs_unprivileged_on_a_bounded_folder(server: MariaDBServer) -> None:
     if os.geteuid() != 0:
-        pytest.skip("only a root-run Ecdysis starts the server as another user on a tmpfs")
+        pytest.skip("needs root: only a root-run Ecdysis starts the server as another user on a tmpfs (run the "
+                    "tests as root)")
     pid = server._pid()
     assert pid is not None
     status = Path(f"/proc/{pid}/status").read_text()

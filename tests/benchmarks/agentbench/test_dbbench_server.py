@@ -19,7 +19,7 @@ from ecdysis.benchmarks.agentbench.dbbench.environment import DBBenchService
 from ecdysis.benchmarks.agentbench.dbbench.server import MariaDBServer
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 
-pytestmark = needs_mariadb
+pytestmark = [pytest.mark.mariadb, needs_mariadb]
 
 _REPO = Path(__file__).resolve().parents[3]
 

@@ -59,7 +59,9 @@ def _open(service: OSService, task: OSTask, episode_id: str):  # type: ignore[no
         return service.open(task, episode_id)
     except EnvironmentSetupError:
         if task.task_id == NEEDS_MANY_FILES and service.open_files is None:
-            pytest.skip("this Docker daemon's own open-file limit is below 123322, which this task's init needs")
+            pytest.skip("needs a Docker daemon whose own open-file limit is at least 123322 (this task's init "
+                        "raises it that far): "
+                        "LimitNOFILE in its service unit")
         raise
 
 

@@ -95,7 +95,7 @@ def test_a_command_past_the_time_limit_is_stopped_and_the_shell_goes_on(episode:
     episode.command_timeout_s = 2
     started = time.monotonic()
     content, error = episode.call("bash_action", {"script": "echo begun; sleep 60"})
-    assert not error and time.monotonic() - started < 10
+    assert not error and time.monotonic() - started < 30  # far short of the 60 s sleep, however busy the host
     assert content.startswith("The output of the OS:\n\nbegun\n")
     assert content.endswith("[the command was stopped after 2 seconds: time limit]")
     assert bash(episode, "echo still here; pgrep -cf '^sleep 60' || true") == "still here\n0\n"
@@ -288,7 +288,7 @@ def test_output_that_arrives_after_the_exit_is_kept(service: OSService, episode:
     assert (late.exit_code, late.stdout) == (0, b"early\nlate\n")
     held = run_exec(service.client, episode.container_id, ["sh", "-c", "sleep 30 & echo early"], timeout=20)
     assert (held.exit_code, held.stdout) == (0, b"early\n")
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 20  # short of the 30 s the child holds the stream, busy host or not
 
 
 def test_an_episode_whose_headers_are_read_late_runs(service: OSService, tasks: dict[str, OSTask],

@@ -170,7 +170,8 @@ def test_writing_past_the_disk_quota_fails(service: OSService, tasks: dict[str, 
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The quota holds: EDQUOT on btrfs (which counts the image's ~250 MB too), ENOSPC on overlay2 over xfs."""
     if service.disk_size is None:
-        pytest.skip("this Docker daemon cannot enforce a container's disk size")
+        pytest.skip("needs a Docker daemon that enforces a container's disk size (btrfs with quota): make "
+                    "sandbox-ready")
     monkeypatch.setattr(service, "disk_size", "300m")
     with service.open(tasks[LINES], "quota") as episode:
         attrs = service.client.api.inspect_container(episode.container_id)

@@ -7,7 +7,8 @@ from os_support import DATA_DIR
 
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import PROMPT_TEMPLATE, SYSTEM_PROMPT, load_tasks
 
-pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no AgentBench data folder at {DATA_DIR}")
+pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"needs the AgentBench data at {DATA_DIR}: set "
+                                                              "$ECDYSIS_AGENTBENCH_DATA or put it in the shared folder")
 
 SCRIPT_FILE_TASKS = {
     *(f"std-001-stock-{index:05d}" for index in range(7)),  # init/stock-log.sh

@@ -25,6 +25,7 @@ def _reference_env(domain: TauDomain) -> EpisodeEnv:
     return EpisodeEnv(domain, domain._env_factory(db=domain.validated_db()))
 
 
+@pytest.mark.slow  # every gold action of the domain, each on a copy-on-write and a full copy
 @pytest.mark.parametrize("name", ["airline", "retail"])
 def test_every_gold_action_gives_the_same_results_and_db_as_a_full_copy(name: str) -> None:
     domain = TauDomain.load(name)

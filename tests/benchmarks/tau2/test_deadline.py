@@ -5,6 +5,7 @@ The slow model is the package's OpenAI-compatible stub behind litellm; nothing o
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -61,12 +62,13 @@ def test_no_retry_starts_that_would_end_after_the_deadline() -> None:
         assert not isinstance(plain.value, DeadlineExceeded) and plain.value.retries == 2
 
 
-def test_an_episode_whose_model_outlives_its_budget_ends_as_timeout(slow_stub: StubServer, backend: object) -> None:
+def test_an_episode_whose_model_outlives_its_budget_ends_as_timeout(slow_stub: StubServer,
+                                                                    process_backend: object) -> None:
     from test_episode import request
 
     gateway = _gateway(slow_stub)
     episode = request("airline", "1", "direct", "openai/slow", wall_clock_s=2.0)
-    trajectory = Tau2Benchmark().run(episode, backend, gateway)  # type: ignore[arg-type]
+    trajectory = Tau2Benchmark().run(episode, process_backend, gateway)  # type: ignore[arg-type]
     assert trajectory.termination_reason is TerminationReason.TIMEOUT, trajectory.error
     assert trajectory.wall_time_s < SLOW_S and trajectory.reward == 0.0
     assert "wall-clock budget ran out during a task-model call" in (trajectory.error or "")
@@ -81,9 +83,14 @@ def test_calls_under_a_deadline_share_one_provider_client() -> None:
     with StubServer() as stub:
         gateway = _gateway(stub)
         deadline = time.monotonic() + 30.5  # under the config's 120 s timeout: every attempt is cut to it
+        seconds_left: set[int] = set()  # the whole seconds of budget the calls started in
         for _ in range(12):
+            seconds_left.add(math.ceil(deadline - time.monotonic()))
             gateway.complete("openai/slow", ASK, role=Role.TASK, deadline=deadline)
+            seconds_left.add(math.ceil(deadline - time.monotonic()))
             time.sleep(0.01)
         assert stub.requests == 12
-        # litellm keys its SDK client (and its connection pool) by the timeout: the exact time left made one per call
-        assert clients(stub.api_base) == 1
+        # litellm keys its SDK client (and its connection pool) by the timeout: the exact time left made one per call.
+        # One client per whole second of budget the calls ran in (one, on a quiet host; more where the host is busy).
+        assert len(seconds_left) < 12, "the calls were too slow for this check to tell one client per call"
+        assert clients(stub.api_base) <= len(seconds_left)

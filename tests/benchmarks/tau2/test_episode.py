@@ -45,9 +45,10 @@ def conformance_tasks(domain: str) -> list[str]:
 
 @pytest.mark.parametrize("harness", ["direct", "human"])
 @pytest.mark.parametrize("domain", ["airline", "retail"])
-def test_gold_agent_scores_one(domain: str, harness: str, backend: object, gateway: object) -> None:
+def test_gold_agent_scores_one(domain: str, harness: str, process_backend: object, shared_gateway: object) -> None:
     ids = conformance_tasks(domain)
-    trajectories = run_many([request(domain, tid, harness, "gold_agent") for tid in ids], backend, gateway)
+    trajectories = run_many([request(domain, tid, harness, "gold_agent") for tid in ids], process_backend,
+                            shared_gateway)
     bad = [(t.task.task_id, t.termination_reason.value, t.reward_breakdown, (t.error or "")[-300:])
            for t in trajectories if t.reward != 1.0]
     assert bad == []
@@ -58,23 +59,26 @@ def test_gold_agent_scores_one(domain: str, harness: str, backend: object, gatew
         assert trajectory.llm_calls >= len(gold) + 2 and trajectory.tokens.total > 0
 
 
-def test_skipping_one_write_scores_zero(airline: TauDomain, retail: TauDomain, backend: object,
-                                        gateway: object) -> None:
+def test_skipping_one_write_scores_zero(airline: TauDomain, retail: TauDomain, process_backend: object,
+                                        shared_gateway: object) -> None:
     picks = [("airline", tid) for tid, t in airline.tasks.items()
              if any(airline.is_write(a.name) for a in t.evaluation_criteria.actions)][:3]
     picks += [("retail", tid) for tid, t in retail.tasks.items()
               if any(retail.is_write(a.name) for a in t.evaluation_criteria.actions)
               and tid not in SKIP_FIRST_WRITE_HARMLESS["retail"]][:3]
-    trajectories = run_many([request(d, tid, "direct", "skip_one_write_agent") for d, tid in picks], backend, gateway)
+    trajectories = run_many([request(d, tid, "direct", "skip_one_write_agent") for d, tid in picks], process_backend,
+                            shared_gateway)
     assert [(t.termination_reason, t.reward, t.reward_breakdown["DB"]) for t in trajectories] == \
         [(TerminationReason.USER_STOP, 0.0, 0.0)] * len(picks)
 
 
-def test_human_beats_direct_on_a_policy_blind_agent(backend: object, gateway: object) -> None:
+def test_human_beats_direct_on_a_policy_blind_agent(process_backend: object, shared_gateway: object) -> None:
     """The eager agent cancels a basic-economy reservation the policy forbids cancelling (airline task 0)."""
     tasks = ["0", "1", "7", "10"]
-    direct = run_many([request("airline", tid, "direct", "eager_cancel_agent") for tid in tasks], backend, gateway)
-    human = run_many([request("airline", tid, "human", "eager_cancel_agent") for tid in tasks], backend, gateway)
+    direct = run_many([request("airline", tid, "direct", "eager_cancel_agent") for tid in tasks], process_backend,
+                      shared_gateway)
+    human = run_many([request("airline", tid, "human", "eager_cancel_agent") for tid in tasks], process_backend,
+                     shared_gateway)
     direct_score, human_score = sum(t.reward for t in direct), sum(t.reward for t in human)
     assert human_score > direct_score
     assert direct[0].reward == 0.0 and human[0].reward == 1.0
@@ -84,8 +88,8 @@ def test_human_beats_direct_on_a_policy_blind_agent(backend: object, gateway: ob
     assert [c.name for c in direct[0].tool_calls if c.executed] == ["cancel_reservation"]
 
 
-def test_human_annotates_and_confirms(backend: object, gateway: object) -> None:
-    (trajectory,) = run_many([request("retail", "0", "human", "gold_agent")], backend, gateway)
+def test_human_annotates_and_confirms(process_backend: object, shared_gateway: object) -> None:
+    (trajectory,) = run_many([request("retail", "0", "human", "gold_agent")], process_backend, shared_gateway)
     assert trajectory.reward == 1.0
     notes = {c.name: c.annotation for c in trajectory.tool_calls if c.annotation}
     assert "delivered" in (notes.get("get_order_details") or "")
@@ -93,14 +97,15 @@ def test_human_annotates_and_confirms(backend: object, gateway: object) -> None:
     assert any("exchange_delivered_order_items" in text and "(yes/no)" in text for text in asked)
 
 
-def test_noop_harness_ends_at_once(backend: object, gateway: object) -> None:
+def test_noop_harness_ends_at_once(process_backend: object, shared_gateway: object) -> None:
     zero, one = run_many([request("airline", "7", "noop", "gold_agent"), request("airline", "0", "noop", "gold_agent")],
-                         backend, gateway)
+                         process_backend, shared_gateway)
     assert zero.termination_reason is TerminationReason.AGENT_STOP and zero.reward == 0.0 and zero.llm_calls == 1
     assert one.reward == 1.0 and one.tool_calls == []
 
 
-def test_an_empty_user_reply_is_the_harness_outcome_not_infrastructure(backend: object, gateway: object) -> None:
+def test_an_empty_user_reply_is_the_harness_outcome_not_infrastructure(process_backend: object,
+                                                                       shared_gateway: object) -> None:
     # human asks the user to confirm before a write; the silent user answers with whitespace. That ends the episode
     # as user_stop and it is graded (no write was made, so 0), instead of an infrastructure_error that is retried and
     # then excluded from the score.
@@ -108,14 +113,14 @@ def test_an_empty_user_reply_is_the_harness_outcome_not_infrastructure(backend: 
     task_id = next(t for t in conformance_tasks("airline")
                    if {a.name for a in airline.task(t).evaluation_criteria.actions or []} & airline.write_tools)
     (trajectory,) = run_many([request("airline", task_id, "human", "gold_agent", user_model=SCRIPTED + "silent_user")],
-                             backend, gateway)
+                             process_backend, shared_gateway)
     assert trajectory.termination_reason is TerminationReason.USER_STOP
     assert trajectory.reward == 0.0
     assert [c.name for c in trajectory.tool_calls if c.executed and c.name in airline.write_tools] == []
     assert "empty reply" in (trajectory.error or "")
 
 
-def test_failures_become_trajectories(tmp_path: Path, backend: object, gateway: object) -> None:
+def test_failures_become_trajectories(tmp_path: Path, process_backend: object, shared_gateway: object) -> None:
     crashing = tmp_path / "crash"
     crashing.mkdir()
     (crashing / "harness.py").write_text("def run(session):\n    raise RuntimeError('boom')\n")
@@ -127,7 +132,7 @@ def test_failures_become_trajectories(tmp_path: Path, backend: object, gateway: 
     }
     missing = request("airline", "0", "noop", "gold_agent")
     cases["sandbox_error"] = missing.model_copy(update={"harness_dir": tmp_path / "missing", "harness_hash": "0" * 64})
-    results = dict(zip(cases, run_many(list(cases.values()), backend, gateway), strict=True))
+    results = dict(zip(cases, run_many(list(cases.values()), process_backend, shared_gateway), strict=True))
     assert results["llm_error"].termination_reason is TerminationReason.LLM_ERROR
     assert "no_such_function" in (results["llm_error"].error or "")
     assert results["user_error"].termination_reason is TerminationReason.INFRASTRUCTURE_ERROR
@@ -138,17 +143,17 @@ def test_failures_become_trajectories(tmp_path: Path, backend: object, gateway: 
     assert all(t.reward == 0.0 and t.trajectory_id for t in results.values())
 
 
-def test_repeat_write_flaw_costs_reward(backend: object, gateway: object) -> None:
+def test_repeat_write_flaw_costs_reward(process_backend: object, shared_gateway: object) -> None:
     """The documented flaw: repeating a successful airline write changes the DB (reward 0) under both seeds."""
     tasks = ["7"]
     for harness in ("direct", "human"):
         (trajectory,) = run_many([request("airline", tid, harness, "repeat_write_agent") for tid in tasks],
-                                 backend, gateway)
+                                 process_backend, shared_gateway)
         assert trajectory.termination_reason is TerminationReason.USER_STOP
         assert trajectory.reward == 0.0 and trajectory.reward_breakdown["DB"] == 0.0
 
 
-def test_quirky_agent_slips_on_a_fixed_third_of_the_tasks(backend: object, gateway: object) -> None:
+def test_quirky_agent_slips_on_a_fixed_third_of_the_tasks(process_backend: object, shared_gateway: object) -> None:
     """quirky_agent: the repeated-write flaw everywhere, plus a slip (a left-out write on a task with writes, an
     unrequested certificate on one without) on the tasks ``slips_on`` picks."""
     from ecdysis.benchmarks.tau2.scripted import SLIP_CERTIFICATE_USD, slips_on
@@ -157,7 +162,7 @@ def test_quirky_agent_slips_on_a_fixed_third_of_the_tasks(backend: object, gatew
     assert 0.25 <= sum(slips_on("airline", t) for t in airline) / len(airline) <= 0.42
     assert [slips_on("airline", t) for t in ("12", "27", "34")] == [False, True, True]
     clean, skipped, certificate = run_many([request("airline", tid, "human", "quirky_agent")
-                                            for tid in ("12", "27", "34")], backend, gateway)
+                                            for tid in ("12", "27", "34")], process_backend, shared_gateway)
     executed = {t.task.task_id: [(c.name, c.arguments) for c in t.tool_calls if c.executed]
                 for t in (clean, skipped, certificate)}
     assert clean.reward == 1.0  # task 12's only write is idempotent: its repetition leaves the DB as gold
@@ -177,14 +182,14 @@ def _docker_skip_reason() -> str | None:
     try:
         client.images.get(DockerSandboxConfig().base_image)
     except docker.errors.ImageNotFound:
-        return "sandbox base image missing: run sandbox/build-base-image.sh"
+        return "needs the sandbox base image: make sandbox-ready"
     finally:
         client.close()
     return None
 
 
 @pytest.mark.docker
-def test_gold_agent_in_docker(gateway: object) -> None:
+def test_gold_agent_in_docker(shared_gateway: object) -> None:
     reason = _docker_skip_reason()
     if reason:
         pytest.skip(reason)
@@ -192,14 +197,14 @@ def test_gold_agent_in_docker(gateway: object) -> None:
 
     docker_backend = make_backend(DockerSandboxConfig(warm_pool=0, labels={"ecdysis.test": "tau"}))
     try:
-        trajectory = TAU2.run(request("airline", "7", "human", "gold_agent"), docker_backend, gateway)  # type: ignore[arg-type]
+        trajectory = TAU2.run(request("airline", "7", "human", "gold_agent"), docker_backend, shared_gateway)  # type: ignore[arg-type]
     finally:
         docker_backend.shutdown()
     assert (trajectory.termination_reason, trajectory.reward) == (TerminationReason.USER_STOP, 1.0), trajectory.error
     assert [c.name for c in trajectory.tool_calls if c.executed][-2:] == ["cancel_reservation", "cancel_reservation"]
 
 
-def test_the_in_memory_backend_is_a_peer_of_the_real_ones(backend: object, gateway: object) -> None:
+def test_the_in_memory_backend_is_a_peer_of_the_real_ones(process_backend: object, shared_gateway: object) -> None:
     """The testing kit's in-memory sandbox gives the same trajectories as the process sandbox, without a process."""
     from ecdysis.testing.sandbox import InMemoryBackend
 
@@ -207,10 +212,10 @@ def test_the_in_memory_backend_is_a_peer_of_the_real_ones(backend: object, gatew
     try:
         requests = [request("airline", tid, harness, model) for tid in ("0", "7") for harness in ("direct", "human")
                     for model in ("gold_agent", "repeat_write_agent")]
-        fast = [TAU2.run(r, memory, gateway) for r in requests]  # type: ignore[arg-type]
+        fast = [TAU2.run(r, memory, shared_gateway) for r in requests]  # type: ignore[arg-type]
     finally:
         memory.shutdown()
-    real = run_many(requests, backend, gateway)
+    real = run_many(requests, process_backend, shared_gateway)
     assert [(t.termination_reason, t.reward, [c.name for c in t.tool_calls]) for t in fast] == \
         [(t.termination_reason, t.reward, [c.name for c in t.tool_calls]) for t in real]
     assert {t.sandbox for t in fast} == {"in-memory"}

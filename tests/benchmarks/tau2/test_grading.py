@@ -178,6 +178,10 @@ def _compare(domain: TauDomain, task_id: str, kind: str, messages: list[dict[str
     return ours.reward
 
 
+# Slow: every adversarial trajectory of a run graded twice, once by τ²'s own evaluator (~50 CPU-s for both domains);
+# on a loaded 2-core host that is several minutes, past the suite's 300 s default.
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("domain_name", ["airline", "retail"])
 def test_same_score_as_tau2_on_every_trajectory_of_a_run(domain_name: str) -> None:
     domain = TauDomain.load(domain_name)
@@ -236,6 +240,7 @@ def test_gold_scores_one_on_every_task_and_skipping_a_write_scores_zero(domain_n
     assert len(with_writes) > len(domain.tasks) // 2
 
 
+@pytest.mark.slow  # every task of both domains graded by τ²'s evaluator
 def test_noop_floor() -> None:
     """A do-nothing agent scores 1.0 on 19/50 airline and 7/114 retail tasks (what τ²'s grader gives too)."""
     floors = {}
@@ -259,6 +264,7 @@ def test_premature_endings_score_zero_and_communicate_is_checked(airline: TauDom
     assert result.communicate_missing == list(task.evaluation_criteria.communicate_info)
 
 
+@pytest.mark.slow  # the grading benchmark at small size, τ²'s evaluator included
 def test_grading_bench_reports_figures_per_kind() -> None:
     from perf.grading_bench import KINDS, run
 

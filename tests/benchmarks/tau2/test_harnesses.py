@@ -22,9 +22,9 @@ def seed_harness_dir(name: str) -> Path:
 
 
 @pytest.mark.parametrize("name", SEED_HARNESSES)
-def test_selftest_passes_in_the_sandbox(name: str, backend: object) -> None:
+def test_selftest_passes_in_the_sandbox(name: str, process_backend: object) -> None:
     folder = seed_harness_dir(name)
-    sandbox = backend.acquire(folder, bundle_hash(folder))  # type: ignore[attr-defined]
+    sandbox = process_backend.acquire(folder, bundle_hash(folder))  # type: ignore[attr-defined]
     session = {"episode_id": "selftest", "policy": "", "tools": [], "max_steps": 1, "config": {}}
     outcome = run_protocol(sandbox, {"mode": "selftest", "session": session}, {}, wall_clock_s=60, max_requests=10)
     assert outcome.selftest_passed is True, outcome.note

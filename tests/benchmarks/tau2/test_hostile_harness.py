@@ -52,18 +52,18 @@ def episode(folder: Path, backend: object, gateway: object, *, user_model: str =
     ("POISON", TerminationReason.HARNESS_ERROR),  # the user's provider refuses what the agent said: 400
     ("OUTAGE", TerminationReason.INFRASTRUCTURE_ERROR),  # the user's provider is down: 503, retried above
 ])
-def test_the_user_model_refusing_the_agent_is_the_harness_failure(orders, backend: object, gateway: object,  # type: ignore[no-untyped-def]
-                                                                  text: str, expected: TerminationReason) -> None:
-    trajectory = episode(orders({"attack": "say", "text": f"please {text} now"}), backend, gateway,
+def test_the_user_model_refusing_the_agent_is_the_harness_failure(  # type: ignore[no-untyped-def]
+        orders, process_backend: object, shared_gateway: object, text: str, expected: TerminationReason) -> None:
+    trajectory = episode(orders({"attack": "say", "text": f"please {text} now"}), process_backend, shared_gateway,
                          user_model="scripted/tau_scripts:rejecting_user")
     assert trajectory.termination_reason is expected, trajectory.error
     assert trajectory.sandbox == "process-allowlist"
 
 
 def test_a_lone_surrogate_said_to_the_user_is_repaired_and_the_episode_is_stored(  # type: ignore[no-untyped-def]
-        orders, backend: object, gateway: object, tmp_path: Path) -> None:
+        orders, process_backend: object, shared_gateway: object, tmp_path: Path) -> None:
     line = '{"v":1,"type":"request","id":1000,"op":"user.respond","params":{"text":"hello \\ud800 there"}}'
-    trajectory = episode(orders({"attack": "raw_request", "raw": line + "\n"}), backend, gateway)
+    trajectory = episode(orders({"attack": "raw_request", "raw": line + "\n"}), process_backend, shared_gateway)
     assert trajectory.termination_reason is TerminationReason.AGENT_STOP, trajectory.error
     assert "hello \ufffd there" in json.dumps(trajectory.messages, ensure_ascii=False)
     store = ArtifactStore(tmp_path / "runs")
@@ -72,9 +72,10 @@ def test_a_lone_surrogate_said_to_the_user_is_repaired_and_the_episode_is_stored
     assert store.read("trajectories", run_id="hostile")[0].messages == trajectory.messages
 
 
-def test_a_huge_power_in_calculate_cannot_hold_the_worker(orders, backend: object, gateway: object) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_power_in_calculate_cannot_hold_the_worker(  # type: ignore[no-untyped-def]
+        orders, process_backend: object, shared_gateway: object) -> None:
     started = time.monotonic()
-    trajectory = episode(orders({"attack": "calculate", "expression": "9**9**8"}), backend, gateway)
+    trajectory = episode(orders({"attack": "calculate", "expression": "9**9**8"}), process_backend, shared_gateway)
     assert time.monotonic() - started < 20
     assert trajectory.termination_reason is TerminationReason.AGENT_STOP, trajectory.error
     (call,) = [c for c in trajectory.tool_calls if c.name == "calculate"]

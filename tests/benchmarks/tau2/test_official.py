@@ -76,7 +76,7 @@ def forward_arguments(raw):
 
 
 def test_a_sandboxed_episode_records_non_object_arguments_as_sent_and_tau2_agrees(
-        tmp_path: Path, backend: object, gateway: object) -> None:
+        tmp_path: Path, process_backend: object, shared_gateway: object) -> None:
     """A harness that passes the model's arguments on whatever they are, in the process sandbox, with a scripted model
     that sends a JSON string, a JSON list and malformed JSON before the gold actions."""
     from tau2.data_model.simulation import Results
@@ -93,7 +93,7 @@ def test_a_sandboxed_episode_records_non_object_arguments_as_sent_and_tau2_agree
     assert call in text
     (bundle / "harness.py").write_text(text.replace(call, call.replace("parse_arguments", "forward_arguments"))
                                        + FORWARD)
-    trajectory = TAU2.run(request("retail", "5", bundle, "not_object_arguments_agent"), backend, gateway)  # type: ignore[arg-type]
+    trajectory = TAU2.run(request("retail", "5", bundle, "not_object_arguments_agent"), process_backend, shared_gateway)  # type: ignore[arg-type]
     assert (trajectory.termination_reason, trajectory.reward) == (TerminationReason.USER_STOP, 1.0), trajectory.error
     sent = [c for c in trajectory.tool_calls if c.raw_arguments is not None]
     expected = []

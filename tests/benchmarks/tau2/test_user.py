@@ -20,8 +20,8 @@ def test_prompt_has_guidelines_and_hidden_scenario(retail: TauDomain) -> None:
     assert "###STOP###" in text  # τ²'s guidelines tell the user how to end
 
 
-def test_scripted_user_through_the_gateway(retail: TauDomain, gateway: object) -> None:
-    user = UserSimulator(gateway, SCRIPTED_USER, retail.task("0"),  # type: ignore[arg-type]
+def test_scripted_user_through_the_gateway(retail: TauDomain, shared_gateway: object) -> None:
+    user = UserSimulator(shared_gateway, SCRIPTED_USER, retail.task("0"),  # type: ignore[arg-type]
                          context={"domain": "retail", "task_id": "0", "run_id": "test-tau"})
     opening = user.respond("Hi! How can I help you today?")
     assert not opening.stop and "#W2378156" in opening.text and "Yusuf Rossi" in opening.text
