@@ -1,0 +1,101 @@
+"""llama.cpp's own llama-server behind ``local/`` models: slots decoding at once, the per-slot prompt cache seen by the
+gateway, tool calls read with the model's template, and the fallback to llama-cpp-python's server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ecdysis.llm import Gateway, GatewayConfig, ToolCallParsing, llama_build
+from ecdysis.llm.local_server import (
+    LLAMA_CPP_PYTHON,
+    LLAMA_SERVER,
+    LocalModelServer,
+    LocalServerError,
+    llama_cpp_available,
+)
+from ecdysis.records import Role
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def _needs_llama_server() -> None:
+    if llama_build.cached_binary("llama-server") is None:
+        pytest.skip("needs llama.cpp's llama-server: `make setup` builds it (python -m ecdysis.llm.local_setup)")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalModelServer]:
+    _needs_llama_server()
+    with LocalModelServer("smollm2", n_ctx=2048, parallel=2, nice=5) as started:
+        yield started
+
+
+def test_without_the_binary_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if not llama_cpp_available():
+        pytest.skip("needs llama-cpp-python, the fallback engine: `make setup` installs it")
+    monkeypatch.setattr(llama_build, "BUILD_DIR", tmp_path / "not-built")
+    fallback = LocalModelServer("smollm2")
+    assert fallback._choose_engine() is None
+    assert fallback.engine_used == LLAMA_CPP_PYTHON and fallback.slots == 1
+    assert "llama-server is not built" in fallback.engine_note
+    with pytest.raises(LocalServerError, match="llama-server is not built: run"):
+        LocalModelServer("smollm2", engine=LLAMA_SERVER)._choose_engine()
+    with pytest.raises(LocalServerError, match="unknown local engine 'vllm'"):
+        LocalModelServer("smollm2", engine="vllm")
+
+
+@pytest.mark.slow
+def test_slots_decode_at_once_and_the_gateway_sees_them(server: LocalModelServer) -> None:
+    assert server.engine_used == LLAMA_SERVER and server.slots == 2
+    config = server.model_config()
+    assert config.max_concurrency == 2 and config.tool_call_parsing == ToolCallParsing.LENIENT
+    gateway = Gateway(GatewayConfig(models={server.model: config}, max_retries=1, cache=False))
+    started = threading.Barrier(2)
+    replies: list[object] = []
+
+    def ask(city: str) -> None:
+        started.wait()
+        replies.append(gateway.complete(server.model, [{"role": "user", "content": f"Say hello to {city}."}],
+                                        role=Role.TASK, temperature=0, max_tokens=24))
+
+    threads = [threading.Thread(target=ask, args=(city,)) for city in ("Paris", "Oslo")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(replies) == 2
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/props", timeout=5) as resp:
+        assert json.load(resp)["total_slots"] == 2
+
+
+@pytest.mark.slow
+def test_the_next_turn_of_a_conversation_is_served_from_the_slot_cache(server: LocalModelServer) -> None:
+    gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1, cache=False))
+    system = {"role": "system", "content": "You are a terse assistant for an airline. " * 20}
+    messages: list[dict[str, object]] = [system, {"role": "user", "content": "Name one city in France."}]
+    first = gateway.complete(server.model, messages, role=Role.TASK, temperature=0, max_tokens=16)
+    messages += [{"role": "assistant", "content": first.content or ""},
+                 {"role": "user", "content": "And one in Norway?"}]
+    second = gateway.complete(server.model, messages, role=Role.TASK, temperature=0, max_tokens=16)
+    assert first.tokens.prompt_tokens > 100
+    # The second prompt repeats the first one's tokens: the slot still holds them, and the call record says so.
+    assert second.tokens.cached_prompt_tokens >= first.tokens.prompt_tokens * 0.7
+    assert second.tokens.cached_prompt_tokens < second.tokens.prompt_tokens
+
+
+@pytest.mark.slow
+def test_a_tool_call_comes_back_as_a_call(server: LocalModelServer) -> None:
+    gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1, cache=False))
+    reply = gateway.complete(server.model, [{"role": "user", "content": "What is the weather in Paris?"}],
+                             role=Role.TASK, tools=WEATHER, tool_choice="required", temperature=0, max_tokens=64)
+    [call] = reply.tool_calls
+    assert call["function"]["name"] == "get_weather"
+    assert isinstance(json.loads(call["function"]["arguments"]), dict)
