@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
     from ecdysis.llm import LocalModelServer
+    from ecdysis.llm.config import LocalServingConfig
 
 QWEN = "qwen"
 """The value of ``--model`` / ``ECDYSIS_DEMO_MODEL`` that selects the opt-in Qwen models."""
@@ -95,8 +96,10 @@ def plan_config(plan: LocalPlan) -> RunConfig:
 
 
 @contextlib.contextmanager
-def local_servers(plan: LocalPlan, *, with_user: bool) -> Iterator[dict[str, LocalModelServer]]:
-    """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit."""
+def local_servers(plan: LocalPlan, *, with_user: bool,
+                  serving: LocalServingConfig | None = None) -> Iterator[dict[str, LocalModelServer]]:
+    """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit; engine and
+    slots as ``serving`` (the config's ``llm.local``) says."""
     from ecdysis.cli.common import console
     from ecdysis.llm import LocalModelServer
 
@@ -104,7 +107,9 @@ def local_servers(plan: LocalPlan, *, with_user: bool) -> Iterator[dict[str, Loc
     servers: dict[str, LocalModelServer] = {}
     try:
         for name in names:
-            servers[name] = LocalModelServer(name, chat_format=plan.chat_format, n_ctx=plan.n_ctx).start()
+            servers[name] = LocalModelServer(name, chat_format=plan.chat_format, n_ctx=plan.n_ctx,
+                                             engine=serving.engine if serving else "auto",
+                                             parallel=serving.parallel if serving else None).start()
             console.print(f"local/{name}: {servers[name].engine_note}", highlight=False)
         yield servers
     finally:

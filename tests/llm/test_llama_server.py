@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from ecdysis.llm import Gateway, GatewayConfig, ToolCallParsing, llama_build
 from ecdysis.llm.local_server import (
@@ -99,3 +100,16 @@ def test_a_tool_call_comes_back_as_a_call(server: LocalModelServer) -> None:
     [call] = reply.tool_calls
     assert call["function"]["name"] == "get_weather"
     assert isinstance(json.loads(call["function"]["arguments"]), dict)
+
+
+class _City(BaseModel):
+    city: str
+    country: str
+
+
+@pytest.mark.slow
+def test_structured_output_is_decoded_under_the_schema_grammar(server: LocalModelServer) -> None:
+    gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1, cache=False))
+    answer = gateway.structured(server.model, [{"role": "user", "content": "Name the capital of France."}], _City,
+                                role=Role.DIAGNOSER, max_attempts=1)
+    assert isinstance(answer, _City) and answer.city and answer.country
