@@ -3,10 +3,12 @@
 The llama-cpp-python sdist that ``make setup`` already builds its wheel from ships llama.cpp itself
 (``vendor/llama.cpp``). Built from that tree, the server matches the library the fallback server loads, and no other
 download is needed: pip fetches the sdist from PyPI, CMake builds the two targets, and the binaries are cached under
-``~/.cache/ecdysis/llama.cpp-<version>/bin``. The build is tuned to this machine's CPU (``GGML_NATIVE``), as the cache
-is the machine's own; ``ECDYSIS_LLAMA_NATIVE=0`` builds a portable one instead.
+``~/.cache/ecdysis/llama.cpp-<version>/bin``. The build uses the vector extensions this machine's CPU reports (the
+cache is the machine's own; ``ECDYSIS_LLAMA_PORTABLE=1`` builds for any x86-64 with AVX2), never AMX: virtual machines
+report AMX that the hypervisor does not let a process use, and ggml's AMX kernels then crash (seen here, where
+``GGML_NATIVE`` picked them).
 
-    python -m ecdysis.llm.local_setup --no-runtime --no-model --server      # build (about 6 minutes on 2 cores)
+    python -m ecdysis.llm.local_setup --no-runtime --no-model      # build (about 8 minutes on 2 quiet cores)
 
 >>> cached_binary("llama-server") is None or cached_binary("llama-server").name == "llama-server"
 True
@@ -44,6 +46,36 @@ def cached_binary(name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
+_CPU_FLAG_OPTIONS = {
+    "avx": "GGML_AVX", "avx2": "GGML_AVX2", "bmi2": "GGML_BMI2", "fma": "GGML_FMA", "f16c": "GGML_F16C",
+    "avx_vnni": "GGML_AVX_VNNI", "avx512f": "GGML_AVX512", "avx512vbmi": "GGML_AVX512_VBMI",
+    "avx512_vnni": "GGML_AVX512_VNNI", "avx512_bf16": "GGML_AVX512_BF16",
+}
+_PORTABLE = ("avx", "avx2", "bmi2", "fma", "f16c")
+
+
+def cpu_options(cpuinfo: str | None = None) -> list[str]:
+    """The ggml CMake options of the x86 extensions in ``cpuinfo`` (``/proc/cpuinfo``; AMX always off).
+
+    >>> cpu_options("flags : fpu avx avx2 fma avx512f amx_tile")[:3]
+    ['-DGGML_NATIVE=OFF', '-DGGML_AMX_TILE=OFF', '-DGGML_AMX_INT8=OFF']
+    >>> "-DGGML_AVX512=ON" in cpu_options("flags : avx avx2 avx512f")
+    True
+    """
+    if os.environ.get("ECDYSIS_LLAMA_PORTABLE") == "1":
+        flags = set(_PORTABLE)
+    else:
+        if cpuinfo is None:
+            try:
+                cpuinfo = Path("/proc/cpuinfo").read_text()
+            except OSError:
+                cpuinfo = ""
+        line = next((row for row in cpuinfo.splitlines() if row.startswith("flags")), "")
+        flags = set(line.partition(":")[2].split())
+    options = ["-DGGML_NATIVE=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
+    return options + [f"-D{option}={'ON' if flag in flags else 'OFF'}" for flag, option in _CPU_FLAG_OPTIONS.items()]
+
+
 def missing_tools() -> list[str]:
     """Build tools this machine lacks (``cmake``, a C++ compiler)."""
     missing = [tool for tool in ("cmake",) if shutil.which(tool) is None]
@@ -61,11 +93,11 @@ def build(*, jobs: int | None = None) -> Path:
     with tempfile.TemporaryDirectory(prefix="ecdysis-llama-build-") as tmp:
         work = Path(tmp)
         source = _fetch_source(work)
-        native = "OFF" if os.environ.get("ECDYSIS_LLAMA_NATIVE") == "0" else "ON"
+        cpu = cpu_options()
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         log = work / "build.log"
         _run(["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *_CMAKE_OPTIONS,
-              f"-DGGML_NATIVE={native}"], log)
+              *cpu], log)
         _run(["nice", "-n", "10", "cmake", "--build", str(work / "build"), "-j", str(jobs), "--target", *BINARIES],
              log)
         staged = BUILD_DIR.with_name(BUILD_DIR.name + ".partial")
@@ -73,7 +105,7 @@ def build(*, jobs: int | None = None) -> Path:
         (staged / "bin").mkdir(parents=True)
         for name in BINARIES:
             shutil.copy2(work / "build" / "bin" / name, staged / "bin" / name)
-        (staged / "BUILD").write_text(f"llama-cpp-python {LLAMA_CPP_VERSION} vendor/llama.cpp, GGML_NATIVE={native}\n")
+        (staged / "BUILD").write_text(f"llama-cpp-python {LLAMA_CPP_VERSION} vendor/llama.cpp {' '.join(cpu)}\n")
         shutil.rmtree(BUILD_DIR, ignore_errors=True)
         staged.replace(BUILD_DIR)
     server = cached_binary("llama-server")

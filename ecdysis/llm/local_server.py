@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -78,6 +79,18 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
+def served_slots(api_base: str, *, timeout_s: float = 2.0) -> int | None:
+    """The slots of the llama-server at ``api_base`` (its ``/props``), or None when it does not say (another server,
+    not answering)."""
+    root = api_base.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{root}/props", timeout=timeout_s) as response:
+            slots = json.load(response).get("total_slots")
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, AttributeError):
+        return None
+    return slots if isinstance(slots, int) and slots > 0 else None
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -99,8 +112,8 @@ class LocalModelServer:
             which writes tool calls as text: pair it with ``ModelConfig.tool_call_parsing="lenient"``).
         startup_timeout_s: how long to wait for ``/v1/models`` to answer.
         nice: added to the server's niceness (``nice -n``), so it yields the CPU to other work.
-        engine: ``auto`` (``llama-server`` when built, else llama-cpp-python), ``llama-server`` (an error when not
-            built) or ``llama-cpp-python``.
+        engine: ``auto`` (``llama-server`` when built and the model runs on its own template, ``chat_format=None``;
+            else llama-cpp-python), ``llama-server`` (an error when not built) or ``llama-cpp-python``.
         parallel: slots of ``llama-server``, each with ``n_ctx`` tokens of context (None: :func:`default_parallel`);
             llama-cpp-python's server always has one.
     """
@@ -156,26 +169,34 @@ class LocalModelServer:
         """The ``llama-server`` binary to run, or None for llama-cpp-python's server; sets :attr:`engine_note`."""
         from ecdysis.llm.llama_build import cached_binary
 
-        binary = cached_binary("llama-server") if self.engine != LLAMA_CPP_PYTHON else None
+        # llama-server reads tool calls with the model's own template; a llama-cpp-python chat format (SmolLM2's
+        # chatml-function-calling, whose grammar forces a named call) has no counterpart there: with one, auto keeps
+        # llama-cpp-python (SmolLM2's own template offers no tools, and on it the model answered in prose).
+        wanted = self.engine == LLAMA_SERVER or (self.engine == "auto" and self.chat_format is None)
+        binary = cached_binary("llama-server") if wanted else None
         if binary is not None:
             self.engine_used = LLAMA_SERVER
             self.engine_note = f"llama-server with {self.parallel} slots of {self.n_ctx} tokens ({binary})"
             return binary
         if self.engine == LLAMA_SERVER:
             raise LocalServerError("llama-server is not built: run `python -m ecdysis.llm.local_setup --no-runtime "
-                                   "--no-model --server`")
+                                   "--no-model`")
         if not llama_cpp_available():
             raise LocalServerError("llama_cpp is not installed: run `python -m ecdysis.llm.local_setup` "
                                    "(or install the `local` extra)")
         self.engine_used = LLAMA_CPP_PYTHON
-        why = "asked for" if self.engine == LLAMA_CPP_PYTHON else (
-            "llama-server is not built (python -m ecdysis.llm.local_setup --server builds it)")
+        if self.engine == LLAMA_CPP_PYTHON:
+            why = "asked for"
+        elif not wanted:
+            why = f"chat format {self.chat_format!r} is llama-cpp-python's own"
+        else:
+            why = "llama-server is not built (python -m ecdysis.llm.local_setup builds it)"
         self.engine_note = f"llama-cpp-python's server, one request at a time: {why}"
         return None
 
     def _command(self, path: Path, binary: Path | None) -> list[str]:
         assert self.port is not None
-        if binary is not None:
+        if binary is not None:  # the chat format is the model's own (chat_format applies to llama-cpp-python only)
             # --jinja: tool calls read with the model's own template; no web UI; the KV cache keeps each slot's
             # prompt, so a slot re-processes only what follows the longest prefix it still holds.
             return [str(binary), "--model", str(path), "--host", "127.0.0.1", "--port", str(self.port),

@@ -1,11 +1,10 @@
 """llama.cpp's own llama-server behind ``local/`` models: slots decoding at once, the per-slot prompt cache seen by the
-gateway, tool calls read with the model's template, and the fallback to llama-cpp-python's server."""
+gateway, structured output under the schema grammar, and the fallback to llama-cpp-python's server. (Tool calls read
+with the model's own template: tests/llm/test_local_model.py's Qwen test, which runs on llama-server when built.)"""
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +18,9 @@ from ecdysis.llm.local_server import (
     LocalModelServer,
     LocalServerError,
     llama_cpp_available,
+    served_slots,
 )
 from ecdysis.records import Role
-
-WEATHER = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 
 
 def _needs_llama_server() -> None:
@@ -35,7 +31,7 @@ def _needs_llama_server() -> None:
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalModelServer]:
     _needs_llama_server()
-    with LocalModelServer("smollm2", n_ctx=2048, parallel=2, nice=5) as started:
+    with LocalModelServer("smollm2", chat_format=None, n_ctx=2048, parallel=2) as started:
         yield started
 
 
@@ -43,7 +39,7 @@ def test_without_the_binary_auto_falls_back_and_says_why(monkeypatch: pytest.Mon
     if not llama_cpp_available():
         pytest.skip("needs llama-cpp-python, the fallback engine: `make setup` installs it")
     monkeypatch.setattr(llama_build, "BUILD_DIR", tmp_path / "not-built")
-    fallback = LocalModelServer("smollm2")
+    fallback = LocalModelServer("smollm2", chat_format=None)
     assert fallback._choose_engine() is None
     assert fallback.engine_used == LLAMA_CPP_PYTHON and fallback.slots == 1
     assert "llama-server is not built" in fallback.engine_note
@@ -73,8 +69,8 @@ def test_slots_decode_at_once_and_the_gateway_sees_them(server: LocalModelServer
     for thread in threads:
         thread.join(timeout=120)
     assert len(replies) == 2
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/props", timeout=5) as resp:
-        assert json.load(resp)["total_slots"] == 2
+    assert served_slots(server.api_base) == 2
+    assert served_slots("http://127.0.0.1:9/v1", timeout_s=0.5) is None  # nothing answers there
 
 
 @pytest.mark.slow
@@ -92,14 +88,12 @@ def test_the_next_turn_of_a_conversation_is_served_from_the_slot_cache(server: L
     assert second.tokens.cached_prompt_tokens < second.tokens.prompt_tokens
 
 
-@pytest.mark.slow
-def test_a_tool_call_comes_back_as_a_call(server: LocalModelServer) -> None:
-    gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1, cache=False))
-    reply = gateway.complete(server.model, [{"role": "user", "content": "What is the weather in Paris?"}],
-                             role=Role.TASK, tools=WEATHER, tool_choice="required", temperature=0, max_tokens=64)
-    [call] = reply.tool_calls
-    assert call["function"]["name"] == "get_weather"
-    assert isinstance(json.loads(call["function"]["arguments"]), dict)
+def test_a_llama_cpp_python_chat_format_keeps_the_fallback_engine() -> None:
+    if not llama_cpp_available():
+        pytest.skip("needs llama-cpp-python, the fallback engine: `make setup` installs it")
+    server = LocalModelServer("smollm2", chat_format="chatml-function-calling")
+    assert server._choose_engine() is None and server.slots == 1
+    assert "chat format 'chatml-function-calling' is llama-cpp-python's own" in server.engine_note
 
 
 class _City(BaseModel):
