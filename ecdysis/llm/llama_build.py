@@ -8,7 +8,7 @@ cache is the machine's own; ``ECDYSIS_LLAMA_PORTABLE=1`` builds for any x86-64 w
 report AMX that the hypervisor does not let a process use, and ggml's AMX kernels then crash (seen here, where
 ``GGML_NATIVE`` picked them).
 
-    python -m ecdysis.llm.local_setup --no-runtime --no-model      # build (about 8 minutes on 2 quiet cores)
+    python -m ecdysis.llm.local_setup --no-runtime --no-model      # build (29 min here, niced, beside other work)
 
 >>> cached_binary("llama-server") is None or cached_binary("llama-server").name == "llama-server"
 True
