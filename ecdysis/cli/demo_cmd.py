@@ -146,7 +146,7 @@ def model_part(store: str | None, model: str | None = None) -> TrainingOutcome:
     demo_local.fetch_models(plan, with_user=with_user)
     with contextlib.ExitStack() as stack:
         with console.status("starting the local model server(s)"):
-            servers = stack.enter_context(demo_local.local_servers(plan, with_user=with_user))
+            servers = stack.enter_context(demo_local.local_servers(plan, with_user=with_user, serving=cfg.llm.local))
         # Each server's endpoint is in the config's llm.models, so every Ray worker reaches it too.
         return run_training(demo_local.with_local_models(cfg, plan, servers))
 

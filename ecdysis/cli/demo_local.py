@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
     from ecdysis.llm import LocalModelServer
+    from ecdysis.llm.config import LocalServingConfig
 
 QWEN = "qwen"
 """The value of ``--model`` / ``ECDYSIS_DEMO_MODEL`` that selects the opt-in Qwen models."""
@@ -95,15 +96,21 @@ def plan_config(plan: LocalPlan) -> RunConfig:
 
 
 @contextlib.contextmanager
-def local_servers(plan: LocalPlan, *, with_user: bool) -> Iterator[dict[str, LocalModelServer]]:
-    """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit."""
+def local_servers(plan: LocalPlan, *, with_user: bool,
+                  serving: LocalServingConfig | None = None) -> Iterator[dict[str, LocalModelServer]]:
+    """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit; engine and
+    slots as ``serving`` (the config's ``llm.local``) says."""
+    from ecdysis.cli.common import console
     from ecdysis.llm import LocalModelServer
 
     names = plan.models if with_user else (plan.agent,)
     servers: dict[str, LocalModelServer] = {}
     try:
         for name in names:
-            servers[name] = LocalModelServer(name, chat_format=plan.chat_format, n_ctx=plan.n_ctx).start()
+            servers[name] = LocalModelServer(name, chat_format=plan.chat_format, n_ctx=plan.n_ctx,
+                                             engine=serving.engine if serving else "auto",
+                                             parallel=serving.parallel if serving else None).start()
+            console.print(f"local/{name}: {servers[name].engine_note}", highlight=False)
         yield servers
     finally:
         for server in reversed(servers.values()):  # the last started restores the endpoint variable first
@@ -121,9 +128,12 @@ def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalM
         served = server.model_config()
         entry = routes.get(server.model)
         routes[server.model] = served if entry is None else entry.model_copy(
-            update={"api_base": served.api_base, "tool_call_parsing": served.tool_call_parsing})
+            update={"api_base": served.api_base, "tool_call_parsing": served.tool_call_parsing,
+                    "max_concurrency": served.max_concurrency})
     llm = cfg.llm.model_copy(update={"models": routes})
-    return cfg.model_copy(update={"models": models, "llm": llm})
+    # Episodes at once: as many as the agent's server decodes at once (one on llama-cpp-python's server).
+    rollouts = cfg.rollouts.model_copy(update={"workers": 1, "episodes_per_worker": servers[plan.agent].slots})
+    return cfg.model_copy(update={"models": models, "llm": llm, "rollouts": rollouts})
 
 
 def fetch_models(plan: LocalPlan, *, with_user: bool) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +50,20 @@ class ModelConfig(BaseModel):
     """``lenient`` also reads tool calls the model wrote as JSON text (bare, fenced or in ``<tool_call>`` tags)."""
 
 
+class LocalServingConfig(BaseModel):
+    """How ``local/<name>`` models are served when Ecdysis starts their llama.cpp server (``ecdysis demo``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    engine: Literal["auto", "llama-server", "llama-cpp-python"] = "auto"
+    """``auto``: llama.cpp's own ``llama-server`` when it is built (``make setup`` builds it), else llama-cpp-python's
+    server, which serves one request at a time."""
+    parallel: int | None = Field(default=None, ge=1, le=64)
+    """Slots of each ``llama-server``: requests decoded at once, each with its own prompt cache, and the episodes run
+    at once. None: two per core, 2 to 8. A simulated user on the agent's model shares its server (an episode has one
+    call in flight at a time: agent and user alternate); a user on another model gets a server of its own."""
+
+
 class GatewayConfig(BaseModel):
     """Behaviour of :class:`ecdysis.llm.Gateway`: cache, retries, limits, budgets and model routing."""
 
@@ -80,6 +95,8 @@ class GatewayConfig(BaseModel):
     """Per-model routing and limits, keyed by the model string callers use."""
     seed: int | None = None
     """Seed of the backoff jitter (None: random)."""
+    local: LocalServingConfig = Field(default_factory=LocalServingConfig)
+    """The local model servers Ecdysis starts: engine and slots."""
     replay_from: str | None = None
     """Replay mode (``ecdysis replay``): the store URI whose response cache answers every call. No provider is
     called and nothing is added to any cache; a call that cache does not hold fails with ``CacheMiss``, which names

@@ -1,8 +1,14 @@
 """``local/<name>`` models: a llama.cpp OpenAI-compatible server on loopback, started and stopped around a run.
 
+Two engines serve them. llama.cpp's own ``llama-server`` (:mod:`ecdysis.llm.llama_build` compiles it once from the
+pinned source) decodes ``parallel`` sequences in one batch (continuous batching), keeps each slot's prompt in its KV
+cache so the next turn of an episode processes only the new tokens, and reads tool calls with the model's own chat
+template. llama-cpp-python's server, one request at a time, is the fallback where ``llama-server`` is not built; the
+server says which it runs and why (:attr:`LocalModelServer.engine_note`).
+
 Example::
 
-    with LocalModelServer("smollm2") as server:          # or a path to any .gguf file
+    with LocalModelServer("smollm2", parallel=4) as server:          # or a path to any .gguf file
         gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}))
         gateway.complete(server.model, messages, role=Role.TASK)
 
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -31,6 +38,15 @@ from ecdysis.llm.routing import LOCAL_API_BASE_ENV
 
 DEFAULT_MODEL = "smollm2"
 CHAT_FORMAT = "chatml-function-calling"
+LLAMA_SERVER = "llama-server"
+LLAMA_CPP_PYTHON = "llama-cpp-python"
+ENGINES = ("auto", LLAMA_SERVER, LLAMA_CPP_PYTHON)
+
+
+def default_parallel() -> int:
+    """Slots of a local server when the config names none: two per core, at least 2 and at most 8 (on a CPU, batched
+    decoding reads the weights once per step for every slot, so throughput grows with slots until compute runs out)."""
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
 class LocalServerError(RuntimeError):
@@ -63,6 +79,18 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
+def served_slots(api_base: str, *, timeout_s: float = 2.0) -> int | None:
+    """The slots of the llama-server at ``api_base`` (its ``/props``), or None when it does not say (another server,
+    not answering)."""
+    root = api_base.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{root}/props", timeout=timeout_s) as response:
+            slots = json.load(response).get("total_slots")
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, AttributeError):
+        return None
+    return slots if isinstance(slots, int) and slots > 0 else None
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -71,7 +99,8 @@ def free_port() -> int:
 
 
 class LocalModelServer:
-    """Runs ``python -m llama_cpp.server`` on a free loopback port; a context manager.
+    """Runs a llama.cpp server (``llama-server``, else ``python -m llama_cpp.server``) on a free loopback port; a
+    context manager.
 
     Args:
         model: ``"smollm2"`` (default, SmolLM2-135M-Instruct), ``"qwen-1.5b"`` / ``"qwen-0.5b"`` (opt-in, fetched
@@ -83,11 +112,17 @@ class LocalModelServer:
             which writes tool calls as text: pair it with ``ModelConfig.tool_call_parsing="lenient"``).
         startup_timeout_s: how long to wait for ``/v1/models`` to answer.
         nice: added to the server's niceness (``nice -n``), so it yields the CPU to other work.
+        engine: ``auto`` (``llama-server`` when built and the model runs on its own template, ``chat_format=None``;
+            else llama-cpp-python), ``llama-server`` (an error when not built) or ``llama-cpp-python``.
+        parallel: slots of ``llama-server``, each with ``n_ctx`` tokens of context (None: :func:`default_parallel`);
+            llama-cpp-python's server always has one.
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, *, name: str | None = None, n_threads: int | None = None,
                  n_ctx: int = 4096, chat_format: str | None = CHAT_FORMAT, startup_timeout_s: float = 180.0,
-                 nice: int = 0) -> None:
+                 nice: int = 0, engine: str = "auto", parallel: int | None = None) -> None:
+        if engine not in ENGINES:
+            raise LocalServerError(f"unknown local engine {engine!r}; known: {', '.join(ENGINES)}")
         self.model_path_spec = model
         self.name = name or (model if model == DEFAULT_MODEL or model in SPLIT_MODELS else Path(model).stem)
         self.n_threads = n_threads or os.cpu_count() or 1
@@ -95,6 +130,12 @@ class LocalModelServer:
         self.chat_format = chat_format
         self.startup_timeout_s = startup_timeout_s
         self.nice = nice
+        self.engine = engine
+        self.parallel = parallel or default_parallel()
+        self.engine_used: str | None = None
+        """The engine :meth:`start` chose."""
+        self.engine_note = ""
+        """Which engine serves and, for the fallback, why."""
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -111,25 +152,71 @@ class LocalModelServer:
             raise LocalServerError("LocalModelServer is not started")
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def model_config(self) -> ModelConfig:
-        """The gateway routing entry for :attr:`model`: this server's endpoint; lenient tool-call parsing when the
-        model runs on its own chat template (``chat_format=None``)."""
-        parsing = ToolCallParsing.LENIENT if self.chat_format is None else ToolCallParsing.NATIVE
-        return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing)
+    @property
+    def slots(self) -> int:
+        """Requests the server decodes at once (1 on llama-cpp-python's server)."""
+        return self.parallel if self.engine_used == LLAMA_SERVER else 1
 
-    def start(self) -> LocalModelServer:
-        """Start the server and wait until it answers; raises :class:`LocalServerError` with its log tail."""
+    def model_config(self) -> ModelConfig:
+        """The gateway routing entry for :attr:`model`: this server's endpoint and a concurrency of its slots.
+        Tool calls: ``llama-server`` parses them with the model's own template, and what it leaves as text is read
+        leniently; on llama-cpp-python, lenient where the model runs on its own template (``chat_format=None``)."""
+        lenient = self.engine_used == LLAMA_SERVER or self.chat_format is None
+        parsing = ToolCallParsing.LENIENT if lenient else ToolCallParsing.NATIVE
+        return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing, max_concurrency=self.slots)
+
+    def _choose_engine(self) -> Path | None:
+        """The ``llama-server`` binary to run, or None for llama-cpp-python's server; sets :attr:`engine_note`."""
+        from ecdysis.llm.llama_build import cached_binary
+
+        # llama-server reads tool calls with the model's own template; a llama-cpp-python chat format (SmolLM2's
+        # chatml-function-calling, whose grammar forces a named call) has no counterpart there: with one, auto keeps
+        # llama-cpp-python (SmolLM2's own template offers no tools, and on it the model answered in prose).
+        wanted = self.engine == LLAMA_SERVER or (self.engine == "auto" and self.chat_format is None)
+        binary = cached_binary("llama-server") if wanted else None
+        if binary is not None:
+            self.engine_used = LLAMA_SERVER
+            self.engine_note = f"llama-server with {self.parallel} slots of {self.n_ctx} tokens ({binary})"
+            return binary
+        if self.engine == LLAMA_SERVER:
+            raise LocalServerError("llama-server is not built: run `python -m ecdysis.llm.local_setup --no-runtime "
+                                   "--no-model`")
         if not llama_cpp_available():
             raise LocalServerError("llama_cpp is not installed: run `python -m ecdysis.llm.local_setup` "
                                    "(or install the `local` extra)")
-        path = resolve_model_path(self.model_path_spec)
-        self.port = free_port()
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
+        self.engine_used = LLAMA_CPP_PYTHON
+        if self.engine == LLAMA_CPP_PYTHON:
+            why = "asked for"
+        elif not wanted:
+            why = f"chat format {self.chat_format!r} is llama-cpp-python's own"
+        else:
+            why = "llama-server is not built (python -m ecdysis.llm.local_setup builds it)"
+        self.engine_note = f"llama-cpp-python's server, one request at a time: {why}"
+        return None
+
+    def _command(self, path: Path, binary: Path | None) -> list[str]:
+        assert self.port is not None
+        if binary is not None:  # the chat format is the model's own (chat_format applies to llama-cpp-python only)
+            # --jinja: tool calls read with the model's own template; no web UI; the KV cache keeps each slot's
+            # prompt, so a slot re-processes only what follows the longest prefix it still holds.
+            return [str(binary), "--model", str(path), "--host", "127.0.0.1", "--port", str(self.port),
+                    "--threads", str(self.n_threads), "--ctx-size", str(self.n_ctx * self.parallel),
+                    "--parallel", str(self.parallel), "--cont-batching", "--jinja", "--no-webui",
+                    "--alias", self.name]
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
                "--port", str(self.port), "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
                "--model_alias", self.name]
         if self.chat_format is not None:
             cmd += ["--chat_format", self.chat_format]
+        return cmd
+
+    def start(self) -> LocalModelServer:
+        """Start the server and wait until it answers; raises :class:`LocalServerError` with its log tail."""
+        binary = self._choose_engine()
+        path = resolve_model_path(self.model_path_spec)
+        self.port = free_port()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
+        cmd = self._command(path, binary)
         if self.nice:
             cmd = ["nice", "-n", str(self.nice), *cmd]
         self._process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -147,15 +234,17 @@ class LocalModelServer:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise LocalServerError(f"llama_cpp.server exited with {self._process.returncode}:\n{self.log_tail()}")
+                raise LocalServerError(f"{self.engine_used} exited with {self._process.returncode}:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.api_base}/models", timeout=2) as response:
+                # llama-server answers /health with 503 while it loads the model, 200 once it serves.
+                probe = "/health" if self.engine_used == LLAMA_SERVER else "/v1/models"
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{probe}", timeout=2) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(0.5)
-        raise LocalServerError(f"llama_cpp.server not ready after {self.startup_timeout_s}s:\n{self.log_tail()}")
+        raise LocalServerError(f"{self.engine_used} not ready after {self.startup_timeout_s}s:\n{self.log_tail()}")
 
     def log_tail(self, chars: int = 4000) -> str:
         """The end of the server's combined output."""

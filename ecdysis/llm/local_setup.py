@@ -6,6 +6,11 @@ llama-cpp-python compiles from source (several minutes), so its wheel is built o
     python -m ecdysis.llm.local_setup            # build/install llama-cpp-python[server], fetch smollm2
     python -m ecdysis.llm.local_setup --no-model # runtime only
     python -m ecdysis.llm.local_setup --no-runtime --model qwen-1.5b --model qwen-0.5b   # opt-in Qwen GGUFs
+    python -m ecdysis.llm.local_setup --no-server  # without llama.cpp's own llama-server
+
+llama.cpp's own ``llama-server`` (parallel slots, per-slot prompt cache) is compiled once from the same pinned source
+into the cache (:mod:`ecdysis.llm.llama_build`); where it cannot be built, a warning says why and local models are
+served by llama-cpp-python's server instead.
 
 The Qwen2.5-Coder GGUF files (1.12 GB and 491 MB) are never fetched unless asked for; see
 :mod:`ecdysis.llm.local_models` for where they come from and how they are pinned.
@@ -84,6 +89,18 @@ def fetch_smollm2() -> Path:
     return target
 
 
+def _server() -> None:
+    from ecdysis.llm.llama_build import LlamaBuildError, cached_binary, ensure_built
+
+    if cached_binary("llama-server") is None:
+        print("building llama.cpp's llama-server from the pinned source (once; about 6 minutes on 2 cores)")
+    try:
+        print(f"llama-server at {ensure_built()}")
+    except LlamaBuildError as err:
+        print(f"warning: {err}\nlocal models will be served by llama-cpp-python's server (one request at a time)",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
@@ -91,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-model", action="store_true", help="skip fetching the default smollm2 GGUF model")
     parser.add_argument("--no-runtime", action="store_true", help="skip building/installing llama-cpp-python")
+    parser.add_argument("--no-server", action="store_true", help="skip building llama.cpp's own llama-server")
     parser.add_argument("--model", action="append", default=[], choices=sorted(SPLIT_MODELS),
                         help="also fetch this opt-in GGUF model (repeatable): "
                              + "; ".join(f"{m.name}: {m.description}, {m.size / 1e9:.2f} GB"
@@ -98,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.no_runtime:
         print(f"llama-cpp-python installed from {install_runtime()}")
+    if not args.no_server:
+        _server()
     if not args.no_model:
         print(f"smollm2 model at {fetch_smollm2()}")
     for name in args.model:

@@ -26,7 +26,7 @@ def test_tool_call_through_litellm_to_local_server() -> None:
     if not llama_cpp_available():
         print("SKIP reason: llama_cpp is not installed (python -m ecdysis.llm.local_setup)")
         pytest.skip("llama_cpp is not installed: run `python -m ecdysis.llm.local_setup`")
-    with LocalModelServer("smollm2", n_ctx=2048) as server:
+    with LocalModelServer("smollm2", n_ctx=2048, engine="llama-cpp-python") as server:  # the fallback engine
         gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1))
         reply = gateway.complete(
             server.model, [{"role": "user", "content": "What is the weather in Paris?"}], role=Role.TASK,

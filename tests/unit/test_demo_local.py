@@ -12,6 +12,7 @@ from ecdysis.benchmarks.agentbench.dbbench import server as dbserver
 from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
 from ecdysis.cli import demo_local
 from ecdysis.llm import LocalModelServer, ToolCallParsing
+from ecdysis.llm.local_server import LLAMA_SERVER
 
 
 def _started(name: str, port: int, chat_format: str | None) -> LocalModelServer:
@@ -68,6 +69,19 @@ def test_smollm2_keeps_native_tool_calls_and_its_params() -> None:
     entry = routed.llm.models["local/smollm2"]
     assert entry.tool_call_parsing == ToolCallParsing.NATIVE and entry.params == {"max_tokens": 192}
     assert routed.models.user == "local/smollm2" and entry.api_base == "http://127.0.0.1:4003/v1"
+
+
+def test_episodes_at_once_follow_the_agent_servers_slots() -> None:
+    plan = demo_local.smollm2_plan()
+    on_fallback = demo_local.with_local_models(demo_local.plan_config(plan), plan,
+                                               {"smollm2": _started("smollm2", 4004, plan.chat_format)})
+    assert (on_fallback.rollouts.workers, on_fallback.rollouts.episodes_per_worker) == (1, 1)
+    batched = LocalModelServer("smollm2", chat_format=plan.chat_format, parallel=3)
+    batched.port, batched.engine_used = 4005, LLAMA_SERVER  # as start() leaves them with llama-server built
+    routed = demo_local.with_local_models(demo_local.plan_config(plan), plan, {"smollm2": batched})
+    entry = routed.llm.models["local/smollm2"]
+    assert (routed.rollouts.workers, routed.rollouts.episodes_per_worker) == (1, 3)
+    assert entry.max_concurrency == 3 and entry.tool_call_parsing == ToolCallParsing.LENIENT
 
 
 @pytest.mark.slow

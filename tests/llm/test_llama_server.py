@@ -1,0 +1,109 @@
+"""llama.cpp's own llama-server behind ``local/`` models: slots decoding at once, the per-slot prompt cache seen by the
+gateway, structured output under the schema grammar, and the fallback to llama-cpp-python's server. (Tool calls read
+with the model's own template: tests/llm/test_local_model.py's Qwen test, which runs on llama-server when built.)"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from ecdysis.llm import Gateway, GatewayConfig, ToolCallParsing, llama_build
+from ecdysis.llm.local_server import (
+    LLAMA_CPP_PYTHON,
+    LLAMA_SERVER,
+    LocalModelServer,
+    LocalServerError,
+    llama_cpp_available,
+    served_slots,
+)
+from ecdysis.records import Role
+
+
+def _needs_llama_server() -> None:
+    if llama_build.cached_binary("llama-server") is None:
+        pytest.skip("needs llama.cpp's llama-server: `make setup` builds it (python -m ecdysis.llm.local_setup)")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalModelServer]:
+    _needs_llama_server()
+    with LocalModelServer("smollm2", chat_format=None, n_ctx=2048, parallel=2) as started:
+        yield started
+
+
+def test_without_the_binary_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if not llama_cpp_available():
+        pytest.skip("needs llama-cpp-python, the fallback engine: `make setup` installs it")
+    monkeypatch.setattr(llama_build, "BUILD_DIR", tmp_path / "not-built")
+    fallback = LocalModelServer("smollm2", chat_format=None)
+    assert fallback._choose_engine() is None
+    assert fallback.engine_used == LLAMA_CPP_PYTHON and fallback.slots == 1
+    assert "llama-server is not built" in fallback.engine_note
+    with pytest.raises(LocalServerError, match="llama-server is not built: run"):
+        LocalModelServer("smollm2", engine=LLAMA_SERVER)._choose_engine()
+    with pytest.raises(LocalServerError, match="unknown local engine 'vllm'"):
+        LocalModelServer("smollm2", engine="vllm")
+
+
+@pytest.mark.slow
+def test_slots_decode_at_once_and_the_gateway_sees_them(server: LocalModelServer) -> None:
+    assert server.engine_used == LLAMA_SERVER and server.slots == 2
+    config = server.model_config()
+    assert config.max_concurrency == 2 and config.tool_call_parsing == ToolCallParsing.LENIENT
+    gateway = Gateway(GatewayConfig(models={server.model: config}, max_retries=1, cache=False))
+    started = threading.Barrier(2)
+    replies: list[object] = []
+
+    def ask(city: str) -> None:
+        started.wait()
+        replies.append(gateway.complete(server.model, [{"role": "user", "content": f"Say hello to {city}."}],
+                                        role=Role.TASK, temperature=0, max_tokens=24))
+
+    threads = [threading.Thread(target=ask, args=(city,)) for city in ("Paris", "Oslo")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(replies) == 2
+    assert served_slots(server.api_base) == 2
+    assert served_slots("http://127.0.0.1:9/v1", timeout_s=0.5) is None  # nothing answers there
+
+
+@pytest.mark.slow
+def test_the_next_turn_of_a_conversation_is_served_from_the_slot_cache(server: LocalModelServer) -> None:
+    gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1, cache=False))
+    system = {"role": "system", "content": "You are a terse assistant for an airline. " * 20}
+    messages: list[dict[str, object]] = [system, {"role": "user", "content": "Name one city in France."}]
+    first = gateway.complete(server.model, messages, role=Role.TASK, temperature=0, max_tokens=16)
+    messages += [{"role": "assistant", "content": first.content or ""},
+                 {"role": "user", "content": "And one in Norway?"}]
+    second = gateway.complete(server.model, messages, role=Role.TASK, temperature=0, max_tokens=16)
+    assert first.tokens.prompt_tokens > 100
+    # The second prompt repeats the first one's tokens: the slot still holds them, and the call record says so.
+    assert second.tokens.cached_prompt_tokens >= first.tokens.prompt_tokens * 0.7
+    assert second.tokens.cached_prompt_tokens < second.tokens.prompt_tokens
+
+
+def test_a_llama_cpp_python_chat_format_keeps_the_fallback_engine() -> None:
+    if not llama_cpp_available():
+        pytest.skip("needs llama-cpp-python, the fallback engine: `make setup` installs it")
+    server = LocalModelServer("smollm2", chat_format="chatml-function-calling")
+    assert server._choose_engine() is None and server.slots == 1
+    assert "chat format 'chatml-function-calling' is llama-cpp-python's own" in server.engine_note
+
+
+class _City(BaseModel):
+    city: str
+    country: str
+
+
+@pytest.mark.slow
+def test_structured_output_is_decoded_under_the_schema_grammar(server: LocalModelServer) -> None:
+    gateway = Gateway(GatewayConfig(models={server.model: server.model_config()}, max_retries=1, cache=False))
+    answer = gateway.structured(server.model, [{"role": "user", "content": "Name the capital of France."}], _City,
+                                role=Role.DIAGNOSER, max_attempts=1)
+    assert isinstance(answer, _City) and answer.city and answer.country
