@@ -70,6 +70,8 @@ class Extension:
     """Exporters: the benchmarks whose trajectories it writes (None: each benchmark in its own format)."""
     source: str = "ecdysis"
     """Who registered it: ``ecdysis`` or the entry point's distribution."""
+    builtin: bool = False
+    """Registered by one of :data:`BUILTINS` (listed before every other, whatever loaded first)."""
 
 
 class UnknownExtension(ValueError):
@@ -80,7 +82,7 @@ _entries: dict[Kind, dict[str, Extension]] = {kind: {} for kind in KINDS}
 _lock = threading.RLock()
 _loaded: set[Kind] = set()
 _loading: set[Kind] = set()
-_state = {"plugins": "no", "source": "ecdysis"}
+_state: dict[str, Any] = {"plugins": "no", "source": "ecdysis", "builtin": False}
 """``plugins``: no | loading | loaded (the entry points); ``source``: who is registering now."""
 
 
@@ -90,7 +92,8 @@ def register(kind: Kind, name: str, summary: str, *, config: type[Any] | None = 
     if kind not in KINDS:
         raise ValueError(f"unknown extension kind {kind!r}; known: {', '.join(KINDS)}")
     _ensure_loaded(kind)  # the built-ins come first, and a clash with one is caught here
-    entry = Extension(kind, name, summary, config, factory, covers, str(_state["source"]))
+    entry = Extension(kind, name, summary, config, factory, covers, str(_state["source"]),
+                      builtin=bool(_state["builtin"]))
     with _lock:
         known = _entries[kind].get(name)
         if known is not None and (known.config, known.factory) != (config, factory):
@@ -100,9 +103,11 @@ def register(kind: Kind, name: str, summary: str, *, config: type[Any] | None = 
 
 
 def entries(kind: Kind) -> list[Extension]:
-    """Every registered extension of ``kind``, in registration order."""
+    """Every registered extension of ``kind``: the built-ins, then the others, each in registration order (an entry
+    point may load while a kind's built-ins are loading)."""
     _ensure_loaded(kind)
-    return list(_entries[kind].values())
+    registered = list(_entries[kind].values())
+    return [e for e in registered if e.builtin] + [e for e in registered if not e.builtin]
 
 
 def names(kind: Kind) -> list[str]:
@@ -146,13 +151,14 @@ def _load_builtins(kind: Kind) -> None:
         return
     _loading.add(kind)
     source, _state["source"] = _state["source"], "ecdysis"
+    builtin, _state["builtin"] = _state["builtin"], True
     try:
         for reference in BUILTINS[kind]:
             _call(_resolve(reference))
         _loaded.add(kind)
     finally:
         _loading.discard(kind)
-        _state["source"] = source
+        _state["source"], _state["builtin"] = source, builtin
 
 
 def _load_plugins() -> None:
@@ -171,12 +177,15 @@ def _load_plugins() -> None:
 
 def _load_entry_point(point: Any) -> None:
     _state["source"] = point.dist.name if point.dist is not None else point.value
+    builtin, _state["builtin"] = _state["builtin"], False
     try:
         _call(point.load())
     except Exception as exc:  # a broken plugin must not take the built-ins down with it
         warnings.warn(f"ecdysis: extension entry point {point.name!r} ({point.value}) failed to load: {exc}",
                       stacklevel=2)
         log.warning("extension entry point %s (%s) failed: %s", point.name, point.value, exc)
+    finally:
+        _state["builtin"] = builtin
 
 
 def _resolve(reference: str) -> Any:

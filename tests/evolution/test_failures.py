@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from conftest import refund_desk_episodes
 
+from ecdysis.evolution import HarnessRef
 from ecdysis.evolution.failures import failures_from, trim_for_context
 from ecdysis.llm import Gateway
 from ecdysis.protocols import SandboxBackend
@@ -26,7 +27,8 @@ def trajectory(reason: TerminationReason = TerminationReason.USER_STOP, reward: 
 def test_signatures_of_real_episodes_are_deterministic(backend: SandboxBackend, gateway: Gateway,
                                                        seed: Path) -> None:
     def failures_of(run_id: str, trial: int) -> list[tuple[str, str, str, str]]:
-        trajectories = refund_desk_episodes(backend, gateway, TASK_MODEL, run_id)(seed, bundle_hash(seed), 0, "eval")
+        run = refund_desk_episodes(backend, gateway, TASK_MODEL, run_id)
+        trajectories = run(HarnessRef(seed, bundle_hash(seed)), "eval", 0)
         records = failures_from(trajectories)
         assert len({r.failure_id for r in records}) == len(records)
         return sorted((r.task_id, r.signature, r.failing_component, r.failure_decision) for r in records)
