@@ -40,9 +40,17 @@ def open_store(uri: str) -> Any:
 
 
 def rollout_settings(config: RunConfig) -> RolloutSettings:
-    """The worker-side settings of a run config: its typed sections, as they are."""
-    return RolloutSettings.of(config.rollouts, store_uri=config.storage.uri, gateway=config.llm,
-                              sandbox=config.sandbox, benchmarks=[config.benchmark])
+    """The worker-side settings of a run config: its typed sections, as they are, except that a run whose task
+    models are all on llama-servers runs as many episodes at once as the fewest of them has slots."""
+    from ecdysis.llm.local_server import local_task_slots
+
+    settings = RolloutSettings.of(config.rollouts, store_uri=config.storage.uri, gateway=config.llm,
+                                  sandbox=config.sandbox, benchmarks=[config.benchmark])
+    slots = local_task_slots(list(config.models.task), config.llm)
+    if slots is None:
+        return settings
+    workers = min(settings.workers or 1, slots)
+    return settings.model_copy(update={"workers": workers, "episodes_per_worker": -(-slots // workers)})
 
 
 def training_tasks(config: RunConfig) -> tuple[list[Task], list[Task]]:
