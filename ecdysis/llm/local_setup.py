@@ -93,7 +93,7 @@ def _server() -> None:
     from ecdysis.llm.llama_build import LlamaBuildError, cached_binary, ensure_built
 
     if cached_binary("llama-server") is None:
-        print("building llama.cpp's llama-server from the pinned source (once; about 6 minutes on 2 cores)")
+        print("building llama.cpp's llama-server from the pinned source (once; 13 min here on 2 busy cores)")
     try:
         print(f"llama-server at {ensure_built()}")
     except LlamaBuildError as err:
