@@ -84,8 +84,20 @@ class UnavailableBackend:
     """Stands for a sandbox backend that could not be built (an interpreter or daemon missing): every ``acquire``
     raises why, so an episode ends as a retried sandbox error, not as a fault of the worker."""
 
+    isolation = "unavailable"
+    """Recorded in each trajectory: no sandbox ran."""
+
     def __init__(self, error: Exception) -> None:
         self.error = error
+
+    @classmethod
+    def publish(cls, config: Any, bundle_dir: Path, bundle_hash: str) -> str | None:
+        """Nothing to publish: no sandbox will start."""
+        return None
+
+    def cleanup_orphans(self) -> int:
+        """Nothing was started, so nothing was left."""
+        return 0
 
     def acquire(self, bundle_dir: Path, bundle_hash: str) -> Any:
         """Raise `SandboxUnavailable` with the build error."""

@@ -48,3 +48,10 @@ def test_a_sandbox_that_cannot_start_is_retried_then_recorded_as_infrastructure(
     summary = summarize(final, harness="human", model=GOLD, k=1)
     assert (summary.n_trajectories, summary.n_excluded, summary.accuracy) == (0, 2, 0.0)
 
+
+
+def test_the_stand_in_for_an_unbuildable_backend_keeps_the_backend_protocol() -> None:
+    from ecdysis.build import UnavailableBackend
+    from ecdysis.protocols import SandboxBackend
+
+    assert isinstance(UnavailableBackend(RuntimeError("no interpreter")), SandboxBackend)
