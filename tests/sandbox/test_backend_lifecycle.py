@@ -27,11 +27,11 @@ NORMAL = BUNDLES / "normal"
 NO_DAEMON = "unix:///nonexistent/docker.sock"
 
 
-def test_every_backend_is_the_protocol_and_names_its_isolation(backend: Any, kind: str) -> None:
-    assert isinstance(backend, SandboxBackend)
-    assert backend.isolation == {"docker": "docker", "process": "process-allowlist"}[kind]
-    backend.prepare(bundle_hash(NORMAL), None)  # nothing published: the bundle folder serves
-    assert backend.cleanup_orphans() == 0
+def test_every_backend_is_the_protocol_and_names_its_isolation(limited_backend: Any, kind: str) -> None:
+    assert isinstance(limited_backend, SandboxBackend)
+    assert limited_backend.isolation == {"docker": "docker", "process": "process-allowlist"}[kind]
+    limited_backend.prepare(bundle_hash(NORMAL), None)  # nothing published: the bundle folder serves
+    assert limited_backend.cleanup_orphans() == 0
 
 
 def test_the_in_memory_backend_has_the_same_lifecycle() -> None:
@@ -64,13 +64,13 @@ def test_the_driver_resolves_auto_by_asking_its_own_daemon(caplog: pytest.LogCap
     assert "harness images are not published" in caplog.text
 
 
-def test_docker_prepare_pins_the_published_image(backend: Any, kind: str) -> None:
+def test_docker_prepare_pins_the_published_image(limited_backend: Any, kind: str) -> None:
     if kind != "docker":
         pytest.skip("only the Docker backend runs published images")
     digest = bundle_hash(NORMAL)
-    backend.prepare(digest, "registry.invalid/ecdysis-harness:latest")
+    limited_backend.prepare(digest, "registry.invalid/ecdysis-harness:latest")
     try:
         with pytest.raises(SandboxUnavailable, match="does not name a digest"):  # pulled, never built here
-            backend.acquire(NORMAL, digest)
+            limited_backend.acquire(NORMAL, digest)
     finally:
-        backend._pinned.pop(digest, None)  # the session's shared backend builds this bundle again
+        limited_backend._pinned.pop(digest, None)  # the session's shared backend builds this bundle again

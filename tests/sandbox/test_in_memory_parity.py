@@ -87,10 +87,10 @@ def _seen(outcome: ProtocolOutcome) -> tuple[Any, ...]:
     ("episode", {"raise": "missing"}, TerminationReason.HARNESS_ERROR),
     ("selftest", {}, None),
 ])
-def test_a_bundle_behaves_the_same_in_memory_and_in_a_real_sandbox(backend: Any, memory: InMemoryBackend,
+def test_a_bundle_behaves_the_same_in_memory_and_in_a_real_sandbox(limited_backend: Any, memory: InMemoryBackend,
                                                                   bundle: Path, mode: str, config: dict[str, Any],
                                                                   reason: TerminationReason | None) -> None:
-    real, fast = _run(backend, bundle, mode, config), _run(memory, bundle, mode, config)
+    real, fast = _run(limited_backend, bundle, mode, config), _run(memory, bundle, mode, config)
     assert _seen(fast) == _seen(real)
     if reason is not None:
         assert real.finish_reason is reason, real.note
