@@ -5,7 +5,8 @@ Figures: aggregate generation tokens/s at each slot count (``ignore_eos``, so ev
 ``gen_tokens``); prompt tokens served from the slot cache as a share of all prompt tokens over multi-turn DBBench
 episodes; DBBench dev episodes per minute at 1 slot and at the best N; and Ecdysis's own share of an episode's wall
 time (everything but the model calls: gateway, sandbox, grading). The model is Qwen2.5-Coder-1.5B when it is in the
-model cache, else SmolLM2-135M. ``python -m perf.local_bench [--quick]`` prints the figures as JSON.
+model cache, else SmolLM2-135M. ``python -m perf`` runs it as its ``local`` section; ``python -m perf.local_bench
+[--quick] [--model M]`` prints the figures alone, as JSON.
 """
 
 from __future__ import annotations
@@ -119,13 +120,12 @@ def dbbench_episodes(model: str, slots: int, *, episodes: int, threads: int) -> 
             "endings": sorted(t.termination_reason.value for t in trajectories)}
 
 
-def run(*, quick: bool = False) -> dict[str, Any]:
-    """Every figure of the section; what cannot run here says why."""
+def run(*, model: str | None = None, gen_tokens: int = 128, slot_counts: tuple[int, ...] = (1, 2, 4, 8),
+        episodes: int = 8) -> dict[str, Any]:
+    """Every figure of the section (``model`` None: :func:`bench_model`); what cannot run here says why."""
     if cached_binary("llama-server") is None:
         return {"unavailable": "llama-server is not built (python -m ecdysis.llm.local_setup builds it)"}
-    model, threads = bench_model(), os.cpu_count() or 1
-    gen_tokens = 32 if quick else 128
-    slot_counts = (1, 2) if quick else (1, 2, 4, 8)
+    model, threads = model or bench_model(), os.cpu_count() or 1
     out: dict[str, Any] = {"model": model, "threads": threads, "gen_tokens": gen_tokens,
                            "llama_bench": llama_bench(model, gen_tokens=gen_tokens, threads=threads),
                            "generation": [generation_throughput(model, n, gen_tokens=gen_tokens, threads=threads)
@@ -133,19 +133,76 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     single = out["generation"][0]["aggregate_tps"]
     best = max(out["generation"], key=lambda row: row["aggregate_tps"])
     out["best_slots"], out["speedup_at_best"] = best["slots"], best["aggregate_tps"] / single
-    episodes = 2 if quick else 8
     out["dbbench"] = [dbbench_episodes(model, n, episodes=episodes, threads=threads)
                       for n in dict.fromkeys((1, best["slots"]))]
     return out
 
 
+SPEEDUP_TARGET = 2.5
+CACHE_TARGET = 0.70
+OWN_SHARE_TARGET = 0.05
+
+
+def markdown(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
+    """The section's BENCHMARKS.md lines and whether its targets were met (None: it could not run here)."""
+    if "unavailable" in fig:
+        return [f"Not run: {fig['unavailable']}."], None
+    bench = fig["llama_bench"]
+    limit = bench.get("generation_tps")
+    lines = [f"`perf.local_bench`: a real model, **{fig['model']}**, on llama.cpp's `llama-server` ({fig['threads']} "
+             f"threads, continuous batching, one slot per concurrent stream), beside `llama-bench` on the same model "
+             f"as the physical single-stream limit: "
+             + (f"{limit:.1f} generated tokens/s, {bench['prompt_tps']:.1f} prompt tokens/s." if limit else
+                f"{bench.get('unavailable')}."), "",
+             f"Aggregate generation: every stream writes {fig['gen_tokens']} tokens (`ignore_eos`) at once.", "",
+             "| slots | tokens | wall s | aggregate tokens/s | × 1 slot | × llama-bench |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    single = fig["generation"][0]["aggregate_tps"]
+    for row in fig["generation"]:
+        versus = f"{row['aggregate_tps'] / limit:.2f}" if limit else "–"
+        lines.append(f"| {row['slots']} | {row['tokens']} | {row['wall_s']:.1f} | {row['aggregate_tps']:.1f} | "
+                     f"{row['aggregate_tps'] / single:.2f} | {versus} |")
+    lines += ["", "DBBench dev episodes (`human` harness, process sandboxes, at most 8 steps) as many at once as the "
+              "server has slots. *Cache share*: prompt tokens the server took from a slot's cache over all prompt "
+              "tokens. *Ecdysis share*: the episodes' wall time outside model calls (gateway, sandbox, grading) over "
+              "their whole wall time.", "",
+              "| slots | episodes (solved) | model calls | episodes/min | prompt tokens | cache share | "
+              "Ecdysis share |",
+              "|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in fig["dbbench"]:
+        if "unavailable" in row:
+            lines.append(f"| {row.get('slots', '')} | unavailable: {row['unavailable']} | | | | | |")
+            continue
+        lines.append(f"| {row['slots']} | {row['episodes']} ({row['solved']}) | {row['llm_calls']} | "
+                     f"{row['episodes_per_min']:.2f} | {row['prompt_tokens']:,} | {row['cache_share']:.0%} | "
+                     f"{row['ecdysis_share']:.1%} |")
+    episodes = [row for row in fig["dbbench"] if "unavailable" not in row]
+    best = episodes[-1] if episodes else None
+    speedup_ok = fig["speedup_at_best"] >= SPEEDUP_TARGET
+    cache_ok = best is not None and best["cache_share"] >= CACHE_TARGET
+    share_ok = best is not None and best["ecdysis_share"] <= OWN_SHARE_TARGET
+    lines += ["", f"Best slot count {fig['best_slots']}: {fig['speedup_at_best']:.2f}× one slot's aggregate generation "
+              f"(target ≥ {SPEEDUP_TARGET:g}×); cache share {_pct(best and best['cache_share'])} (target ≥ "
+              f"{CACHE_TARGET:.0%}); Ecdysis share {_pct(best and best['ecdysis_share'])} (target ≤ "
+              f"{OWN_SHARE_TARGET:.0%})."]
+    return lines, speedup_ok and cache_ok and share_ok
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point: the figures as JSON on stdout."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="SmolLM2, 1 and 2 slots, 32 tokens, 2 episodes")
+    parser.add_argument("--model", help="smollm2, qwen-0.5b, qwen-1.5b or a .gguf path (default: the largest cached)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    figures = run(quick=args.quick)
+    if args.quick:
+        figures = run(model=args.model or "smollm2", gen_tokens=32, slot_counts=(1, 2), episodes=2)
+    else:
+        figures = run(model=args.model)
     text = json.dumps(figures, indent=1, default=str)
     if args.out:
         args.out.write_text(text)

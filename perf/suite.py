@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "aggregation", "selection",
-            "grading")
+            "grading", "local")
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,14 @@ class Sizes:
     selection_heldout: int = 10
     selection_rounds: int = 3
     """Training rounds of each run of the reduced-data section."""
+    local_model: str | None = None
+    """Model of the local-model section: None picks Qwen2.5-Coder-1.5B when it is cached, else SmolLM2-135M."""
+    local_gen_tokens: int = 128
+    """Tokens each stream generates in the local section's throughput rows."""
+    local_slots: tuple[int, ...] = (1, 2, 4, 8)
+    """Slot counts of the local section's throughput rows; the first is the reference of the speed-up."""
+    local_episodes: int = 8
+    """DBBench dev episodes of the local section, at 1 slot and at the best slot count."""
 
 
 FULL = Sizes()
@@ -93,7 +101,8 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
               docker_cpu_episodes=4, startup_repeats=1, grading_tasks=2, grading_mix_tasks=2,
               aggregation_latency_s=0.05, aggregation_sizes=(20, 200), selection_k=2, selection_seeds=(0,),
-              selection_heldout=3, selection_rounds=1)
+              selection_heldout=3, selection_rounds=1, local_model="smollm2", local_gen_tokens=32,
+              local_slots=(1, 2), local_episodes=2)
 
 
 def machine() -> dict[str, Any]:
@@ -113,6 +122,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         agentbench_bench,
         aggregation_bench,
         grading_bench,
+        local_bench,
         rollout_bench,
         sandbox_bench,
         selection_bench,
@@ -144,6 +154,8 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
                                                  seeds=sizes.selection_seeds, n_heldout=sizes.selection_heldout,
                                                  max_rounds=sizes.selection_rounds),
         "grading": lambda: grading_bench.section(sizes.grading_tasks, sizes.grading_mix_tasks),
+        "local": lambda: local_bench.run(model=sizes.local_model, gen_tokens=sizes.local_gen_tokens,
+                                         slot_counts=sizes.local_slots, episodes=sizes.local_episodes),
     }
     out: dict[str, Any] = {}
     for name in SECTIONS:

@@ -168,6 +168,22 @@ def test_agentbench_figures(quick: QuickSections) -> None:
         assert _positive(row["episodes_per_min"]) and row["cpu_s_per_episode"]["ours"] > 0
 
 
+def test_local_model_figures(quick: QuickSections) -> None:
+    fig = quick.figures("local")
+    if "unavailable" in fig:
+        pytest.skip(f"needs llama.cpp's llama-server (make setup builds it): {fig['unavailable']}")
+    assert fig["model"] == "smollm2" and [row["slots"] for row in fig["generation"]] == [1, 2]
+    for row in fig["generation"]:  # ignore_eos: every stream writes exactly gen_tokens
+        assert row["tokens"] == row["slots"] * fig["gen_tokens"] and _positive(row["aggregate_tps"])
+    assert _positive(fig["llama_bench"]["generation_tps"]) and fig["best_slots"] in (1, 2)
+    for row in fig["dbbench"]:
+        if "unavailable" in row:  # no MariaDB or AgentBench data here: the section says so
+            continue
+        assert row["episodes"] == 2 and row["llm_calls"] >= 1 and row["prompt_tokens"] > 0
+        assert 0.0 <= row["cache_share"] < 1.0 and 0.0 < row["ecdysis_share"] < 1.0
+        assert _positive(row["episodes_per_min"])
+
+
 def test_grading_figures(quick: QuickSections) -> None:
     fig = quick.figures("grading")
     for label in ("synthetic", "eval_mix"):
@@ -212,5 +228,5 @@ def test_every_section_ran_and_the_report_names_them(quick: QuickSections) -> No
     text = quick.report()
     for title in ("1. Training", "2. Rollout throughput", "3. Memory", "4. τ²-bench", "5. Sandbox", "6. CPU",
                   "7. Start-up", "8. AgentBench", "9. Failure aggregation", "10. Reduced-data",
-                  "11. Grading", "Raw figures"):
+                  "11. Grading", "12. A real local model", "Raw figures"):
         assert f"## {title}" in text
