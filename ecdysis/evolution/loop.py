@@ -3,8 +3,13 @@
 Per round: evaluate the current harness on the training tasks → failure records → the method's modification
 requests (``ecdysis``: one over the whole batch; ``se``: one per failure record, applied in sequence to the
 candidate), each diagnosed and then applied by the coding agent → validation → evaluation of the candidate on the same
-tasks → accept iff the acceptance policy says so (strictly better training score), else roll back. At most
-``max_rounds`` rounds; a round without failures ends the run.
+tasks → accept iff the acceptance policy says so (``strict``: strictly better training score; ``paired``: a per-task
+improvement that clears a one-sided test), else roll back. At most ``max_rounds`` rounds; a round without failures
+ends the run.
+
+The policy sees both evaluations task by task (:class:`~ecdysis.evolution.acceptance.TrainingResults`), derived from
+their trajectories, never from a checkpoint: a resumed round reads them back from the store and decides as the
+uninterrupted one did, and checkpoints written before policies saw per-task results resume unchanged.
 
 Every completed step is persisted as a typed checkpoint (:mod:`ecdysis.evolution.checkpoints`), so
 :meth:`TrainingLoop.resume` continues a crashed run where it stopped, reusing stored trajectories, specs and
@@ -27,7 +32,7 @@ from typing import Any
 
 from ecdysis import harness
 from ecdysis.errors import Fatal
-from ecdysis.evolution.acceptance import AcceptancePolicy, StrictImprovement
+from ecdysis.evolution.acceptance import AcceptancePolicy, Decision, StrictImprovement, TrainingResults
 from ecdysis.evolution.accounting import PhaseMeter
 from ecdysis.evolution.checkpoints import (
     BaseEvaluated,
@@ -169,9 +174,12 @@ class TrainingLoop:
             if callable(flush):  # the round's llm_calls reach the store with the round
                 flush()
             checkpoints.put(f"r{round_}/decided", decided, round=round_)
-            self._emit(EventKind.DECISION, round=round_, failures=result.n_failures, payload={
-                "accepted": result.accepted, "base_score": result.base_score,
-                "candidate_score": result.candidate_score, "note": result.note[:500], "stop": stop})
+            payload: dict[str, Any] = {"accepted": result.accepted, "base_score": result.base_score,
+                                       "candidate_score": result.candidate_score, "note": result.note[:500],
+                                       "stop": stop}
+            if result.improvement is not None:
+                payload["improvement"] = result.improvement.model_dump(mode="json")
+            self._emit(EventKind.DECISION, round=round_, failures=result.n_failures, payload=payload)
             return decided
 
         common: dict[str, Any] = {"run_id": run_id, "round": round_, "method": self.config.method,
@@ -203,16 +211,22 @@ class TrainingLoop:
             checkpoints.put(f"r{round_}/candidate_evaluated", evaluated, round=round_)
         phases["candidate_evaluation"] = evaluated.stats
         candidate_score = evaluated.score
-        decision = self.acceptance.decide(base_score, candidate_score)
+        decision = self._decide(base, evaluated)
         self._version(built, base_hash, round_, spec_id, candidate_score, decision.accepted,
                       None if decision.accepted else decision.reason)
         result = RoundResult(**common, candidate_score=candidate_score, accepted=decision.accepted,
-                             note=decision.reason)
+                             note=decision.reason, improvement=decision.improvement)
         if decision.accepted:
             carried = Carried(ref=evaluated.ref, score=candidate_score) if self.config.reuse_accepted_evaluation \
                 else None
             return finish(result, current=built.hash, current_score=candidate_score, stop=False, carry=carried)
         return finish(result, current=base_hash, current_score=base_score, stop=False)
+
+    def _decide(self, base: BaseEvaluated, candidate: CandidateEvaluated) -> Decision:
+        """The policy's decision on both evaluations, task by task (from this process's trajectories, or the
+        store's after a resume)."""
+        return self.acceptance.decide(TrainingResults.of(base.score, self._trajectories(base.ref)),
+                                      TrainingResults.of(candidate.score, self._trajectories(candidate.ref)))
 
     def _modify(self, round_: int, base_dir: Path, failures: list[FailureRecord],
                 phases: dict[str, PhaseStats]) -> tuple[Path, list[str], int, str | None]:
