@@ -96,8 +96,10 @@ class TrainingLoop:
         """Called with each round's result once it is decided (also for rounds a resume finds decided)."""
         self._workspace: Path | None = None
         self._evaluated: dict[tuple[int, str], list[Trajectory]] = {}
-        """The trajectories of this process's evaluations, by (round, phase): failures come from them, not from a
-        read of the store."""
+        """The trajectories of this process's evaluations, by (round, phase): failures and decisions come from them,
+        not from a read of the store."""
+        self._stored: dict[int, dict[str, Trajectory]] = {}
+        """Trajectories a resumed run read back from the store, by round and id."""
 
     # -- entry points --------------------------------------------------------------------------------------------
 
@@ -343,6 +345,7 @@ class TrainingLoop:
         ref = EvaluationRef(round=round_, phase=phase, ids=[t.trajectory_id for t in trajectories])
         # A round needs its own evaluations and, carried over, the previous round's accepted candidate.
         self._evaluated = {key: kept for key, kept in self._evaluated.items() if key[0] >= round_ - 1}
+        self._stored = {number: kept for number, kept in self._stored.items() if number >= round_ - 1}
         self._evaluated[(round_, phase)] = trajectories
         return ref, batch.score, batch.stats
 
@@ -350,8 +353,10 @@ class TrainingLoop:
         kept = self._evaluated.get((ref.round, ref.phase))
         if kept is not None and [t.trajectory_id for t in kept] == ref.ids:
             return kept
-        stored = self.store.read("trajectories", run_id=self.config.run_id, round=ref.round)
-        by_id = {t.trajectory_id: t for t in stored}
+        by_id = self._stored.get(ref.round, {})
+        if any(i not in by_id for i in ref.ids):  # one read per round serves its failures and its decision
+            stored = self.store.read("trajectories", run_id=self.config.run_id, round=ref.round)
+            by_id = self._stored[ref.round] = {t.trajectory_id: t for t in stored}
         missing = [i for i in ref.ids if i not in by_id]
         if missing:
             raise RuntimeError(f"run {self.config.run_id}: {len(missing)} checkpointed trajectories are missing "
