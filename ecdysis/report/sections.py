@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ecdysis.records import HarnessVersion, ImprovementEstimate, ModificationSpec
+from ecdysis.records import HarnessVersion, ModificationSpec
 from ecdysis.report import charts
 from ecdysis.report.data import RunData
 from ecdysis.report.markup import (
@@ -43,7 +43,7 @@ def training_section(runs: Sequence[RunData]) -> Html:
                 badge("accepted", "accepted") if r.accepted else
                 (badge("rejected", "rejected") if r.candidate_hash or r.candidate_score is not None
                  else badge("no candidate", "warn")),
-                *([improvement_text(r.improvement)] if estimated else []),
+                *([r.improvement.describe() if r.improvement else "–"] if estimated else []),
                 r.n_failures, r.modification_calls,
                 *[num(r.phases[p].wall_time_s, 1) if p in r.phases else "–" for p in phases],
                 tag("code", (r.candidate_hash or "")[:12]), r.note,
@@ -73,17 +73,6 @@ def training_section(runs: Sequence[RunData]) -> Html:
         parts.append(tag("div", charts.fragment(charts.role_chart(trained, usage_rows), "chart-roles", height=340),
                          class_="chart"))
     return join(parts)
-
-
-def improvement_text(estimate: ImprovementEstimate | None) -> str:
-    """``+0.250 [+0.063, +0.438] · bootstrap p=0.0041 · 4 tasks × 2 trials`` (the bounds at the test's confidence);
-    ``–`` for a round without an estimate."""
-    if estimate is None:
-        return "–"
-    p_value = "–" if estimate.p_value is None else f"{estimate.p_value:.2g}"
-    return (f"{estimate.mean_difference:+.3f} [{estimate.lower:+.3f}, {estimate.upper:+.3f}] at "
-            f"{estimate.confidence:.0%} · {estimate.test} p={p_value} · {estimate.n_tasks} tasks × "
-            f"{estimate.n_trials} trials")
 
 
 def accommodation_table(run: RunData, index: int) -> Html:

@@ -115,6 +115,7 @@ def test_paired_accepts_a_consistent_improvement_and_records_the_interval() -> N
     assert (estimate.test, estimate.p_value, estimate.mean_difference) == ("sign", 1 / 64, 1.0)
     assert (estimate.lower, estimate.upper, estimate.n_tasks, estimate.n_trials) == (1.0, 1.0, 6, 1)
     assert "paired sign test over 6 tasks x 1 trials" in decision.reason and "accepted" in decision.reason
+    assert estimate.describe() == "+1.000 [+1.000, +1.000] at 95% · sign p=0.016 · 6 tasks × 1 trials"
 
 
 def test_paired_rejects_a_mean_won_on_one_task_that_strict_accepts() -> None:
@@ -180,3 +181,16 @@ def test_a_bad_paired_field_is_named(section: dict[str, Any], field: str) -> Non
     with pytest.raises(ConfigError) as info:
         _parse(section)
     assert [where for where, _ in info.value.errors] == [field]
+
+
+def test_a_rounds_mlflow_metrics_carry_the_improvement() -> None:
+    from ecdysis.records import RoundResult
+    from ecdysis.tracking.mlflow_export import round_metrics
+
+    decision = PairedImprovement(test="sign").decide(results([0.0] * 6), results([1.0] * 6))
+    result = RoundResult(run_id="r", round=0, method="ecdysis", base_hash="h", base_score=0.0, candidate_score=1.0,
+                         accepted=decision.accepted, improvement=decision.improvement)
+    metrics = round_metrics(result, [])
+    assert (metrics["improvement.mean"], metrics["improvement.lower"], metrics["improvement.upper"],
+            metrics["improvement.p_value"]) == (1.0, 1.0, 1.0, 1 / 64)
+    assert "improvement.mean" not in round_metrics(result.model_copy(update={"improvement": None}), [])
