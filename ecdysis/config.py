@@ -101,8 +101,9 @@ class TrainingConfig(Section):
     sequence), ``ecdysis`` (batch aggregation) or ``{type: ecdysis-fdcr, passes: 2}`` (batch aggregation +
     Analyst/Critic/Engineer refinement); a bare name (``method: ecdysis``) is accepted."""
     acceptance: AcceptanceConfig = Field(default_factory=StrictAcceptance)
-    """When a candidate replaces the current harness (``ecdysis list acceptance``): ``strict`` (default: its training
-    score is strictly higher)."""
+    """When a candidate replaces the current harness (``ecdysis list acceptance``): ``strict`` (default, the paper's
+    rule: its training score is strictly higher) or ``{type: paired, test: sign, confidence: 0.95}`` (its per-task
+    improvement over ``rollouts.train_trials`` trials clears a one-sided test)."""
     max_rounds: int = Field(default=3, ge=0)
     """Maximum training rounds."""
     failure_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
@@ -137,7 +138,8 @@ class RolloutsConfig(Section, RolloutOptions):
     """How episodes are run in parallel (the fields and defaults of `RolloutOptions`, plus the training trials)."""
 
     train_trials: int = Field(default=1, ge=1)
-    """Trials per training task in each training evaluation."""
+    """Trials per training task in each training evaluation: the base's and the candidate's alike, with the same seeds
+    (trial ``t`` has seed ``seed + t``), so ``training.acceptance: paired`` compares them task by task."""
 
 
 class RunConfig(Section):

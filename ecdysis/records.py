@@ -248,6 +248,36 @@ class PhaseStats(Record):
     llm_calls: int = 0
 
 
+class ImprovementEstimate(Record):
+    """How much a candidate improved on the base, task by task (recorded by the ``paired`` acceptance policy).
+
+    The statistic is each task's paired difference of mean reward over its trials (candidate − base); ``lower`` and
+    ``upper`` bound their mean, each one-sided at ``confidence`` (a seeded percentile bootstrap over tasks)."""
+
+    test: str
+    """The one-sided test that decided: ``sign`` (exact sign test, ties dropped) or ``bootstrap``."""
+    confidence: float
+    """The confidence the test had to clear (``p_value <= 1 - confidence``)."""
+    mean_difference: float
+    """Mean over the compared tasks of (candidate − base) mean reward."""
+    lower: float
+    """Lower bound of the mean difference at ``confidence``."""
+    upper: float
+    """Upper bound of the mean difference at ``confidence``."""
+    p_value: float | None = None
+    """One-sided p-value of "no improvement"; None where the test is undefined (no task differs, for ``sign``)."""
+    n_tasks: int = 0
+    """Tasks compared (each with at least one counted trial on both sides)."""
+    n_trials: int = 0
+    """Trials per task on each side (the fewest any compared task had)."""
+
+    def describe(self) -> str:
+        """``+0.250 [+0.000, +0.500] at 95% · bootstrap p=0.32 · 4 tasks × 2 trials``."""
+        p_value = "–" if self.p_value is None else f"{self.p_value:.2g}"
+        return (f"{self.mean_difference:+.3f} [{self.lower:+.3f}, {self.upper:+.3f}] at {self.confidence:.0%} · "
+                f"{self.test} p={p_value} · {self.n_tasks} tasks × {self.n_trials} trials")
+
+
 class RoundResult(Record):
     """The outcome of one training round."""
 
@@ -264,6 +294,9 @@ class RoundResult(Record):
     modification_calls: int = 0
     phases: dict[str, PhaseStats] = Field(default_factory=dict)
     note: str = ""
+    improvement: ImprovementEstimate | None = None
+    """The candidate's paired improvement and its interval, when the acceptance policy estimated one (``paired``);
+    None for other policies and in rounds recorded before it existed."""
     created_at: datetime = Field(default_factory=utc_now)
 
 

@@ -25,8 +25,9 @@ from ecdysis.records import (
     Trajectory,
 )
 
-SCHEMA_VERSION = 2
-"""2: trajectories gained ``sandbox`` (files of version 1 read it as null)."""
+SCHEMA_VERSION = 3
+"""2: trajectories gained ``sandbox`` (files of version 1 read it as null); 3: rounds gained ``improvement``
+(files of earlier versions read it as null)."""
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -194,9 +195,10 @@ ROUNDS = _dataset(
         ("modification_calls", pa.int32()),
         ("phases", pa.string()),
         ("note", pa.string()),
+        ("improvement", pa.string()),
         ("created_at", TS),
     ],
-    json_columns=["phases"],
+    json_columns=["phases", "improvement"],
 )
 
 SPECS = _dataset(

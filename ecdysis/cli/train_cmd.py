@@ -99,14 +99,16 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
             fail(f"run {run_id} stopped: {cause}. Everything done so far is kept; resume with --resume {run_id}")
         fail(f"run {run_id} failed: {cause}. Completed steps are checkpointed; resume with --resume {run_id}")
     rounds = Table(title=f"run {outcome.run_id} · {outcome.method}")
-    for column in ("round", "base", "candidate", "decision", "failures", "mod. calls", "eval s", "diag s",
-                   "code s", "cand. eval s", "note"):
-        rounds.add_column(column, justify="left" if column in ("decision", "note") else "right")
+    estimated = any(r.improvement is not None for r in outcome.rounds)  # the paired acceptance policy's interval
+    for column in ("round", "base", "candidate", "decision", *(["improvement"] if estimated else []), "failures",
+                   "mod. calls", "eval s", "diag s", "code s", "cand. eval s", "note"):
+        rounds.add_column(column, justify="left" if column in ("decision", "improvement", "note") else "right")
     for r in outcome.rounds:
         phase = {name: stats.wall_time_s for name, stats in r.phases.items()}
         rounds.add_row(str(r.round), f"{r.base_score:.3f}",
                        "-" if r.candidate_score is None else f"{r.candidate_score:.3f}",
                        "accepted" if r.accepted else "rolled back" if r.candidate_hash else "no candidate",
+                       *([r.improvement.describe() if r.improvement else "-"] if estimated else []),
                        str(r.n_failures), str(r.modification_calls), f"{phase.get('evaluation', 0):.1f}",
                        f"{phase.get('diagnosis', 0):.1f}", f"{phase.get('coding', 0):.1f}",
                        f"{phase.get('candidate_evaluation', 0):.1f}", r.note[:60])

@@ -6,7 +6,13 @@ acceptance and the checkpointed training loop.
 
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent, BundleWorkspace
 from ecdysis.coders.gateway_proxy import GatewayProxy
-from ecdysis.evolution.acceptance import AcceptancePolicy, AcceptanceSection, Decision, StrictImprovement
+from ecdysis.evolution.acceptance import (
+    AcceptancePolicy,
+    AcceptanceSection,
+    Decision,
+    StrictImprovement,
+    TrainingResults,
+)
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, LoopSettings
 from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
 from ecdysis.evolution.evaluator import EvaluationBatch, Evaluator, FunctionEvaluator, HarnessRef, score
@@ -36,6 +42,7 @@ __all__ = [
     "StrictImprovement",
     "TrainingLoop",
     "TrainingResult",
+    "TrainingResults",
     "ValidationResult",
     "check_bundle",
     "failures_from",

@@ -3,8 +3,13 @@
 Per round: evaluate the current harness on the training tasks → failure records → the method's modification
 requests (``ecdysis``: one over the whole batch; ``se``: one per failure record, applied in sequence to the
 candidate), each diagnosed and then applied by the coding agent → validation → evaluation of the candidate on the same
-tasks → accept iff the acceptance policy says so (strictly better training score), else roll back. At most
-``max_rounds`` rounds; a round without failures ends the run.
+tasks → accept iff the acceptance policy says so (``strict``: strictly better training score; ``paired``: a per-task
+improvement that clears a one-sided test), else roll back. At most ``max_rounds`` rounds; a round without failures
+ends the run.
+
+The policy sees both evaluations task by task (:class:`~ecdysis.evolution.acceptance.TrainingResults`), derived from
+their trajectories, never from a checkpoint: a resumed round reads them back from the store and decides as the
+uninterrupted one did, and checkpoints written before policies saw per-task results resume unchanged.
 
 Every completed step is persisted as a typed checkpoint (:mod:`ecdysis.evolution.checkpoints`), so
 :meth:`TrainingLoop.resume` continues a crashed run where it stopped, reusing stored trajectories, specs and
@@ -27,7 +32,7 @@ from typing import Any
 
 from ecdysis import harness
 from ecdysis.errors import Fatal
-from ecdysis.evolution.acceptance import AcceptancePolicy, StrictImprovement
+from ecdysis.evolution.acceptance import AcceptancePolicy, Decision, StrictImprovement, TrainingResults
 from ecdysis.evolution.accounting import PhaseMeter
 from ecdysis.evolution.checkpoints import (
     BaseEvaluated,
@@ -91,8 +96,10 @@ class TrainingLoop:
         """Called with each round's result once it is decided (also for rounds a resume finds decided)."""
         self._workspace: Path | None = None
         self._evaluated: dict[tuple[int, str], list[Trajectory]] = {}
-        """The trajectories of this process's evaluations, by (round, phase): failures come from them, not from a
-        read of the store."""
+        """The trajectories of this process's evaluations, by (round, phase): failures and decisions come from them,
+        not from a read of the store."""
+        self._stored: dict[int, dict[str, Trajectory]] = {}
+        """Trajectories a resumed run read back from the store, by round and id."""
 
     # -- entry points --------------------------------------------------------------------------------------------
 
@@ -169,9 +176,12 @@ class TrainingLoop:
             if callable(flush):  # the round's llm_calls reach the store with the round
                 flush()
             checkpoints.put(f"r{round_}/decided", decided, round=round_)
-            self._emit(EventKind.DECISION, round=round_, failures=result.n_failures, payload={
-                "accepted": result.accepted, "base_score": result.base_score,
-                "candidate_score": result.candidate_score, "note": result.note[:500], "stop": stop})
+            payload: dict[str, Any] = {"accepted": result.accepted, "base_score": result.base_score,
+                                       "candidate_score": result.candidate_score, "note": result.note[:500],
+                                       "stop": stop}
+            if result.improvement is not None:
+                payload["improvement"] = result.improvement.model_dump(mode="json")
+            self._emit(EventKind.DECISION, round=round_, failures=result.n_failures, payload=payload)
             return decided
 
         common: dict[str, Any] = {"run_id": run_id, "round": round_, "method": self.config.method,
@@ -203,16 +213,22 @@ class TrainingLoop:
             checkpoints.put(f"r{round_}/candidate_evaluated", evaluated, round=round_)
         phases["candidate_evaluation"] = evaluated.stats
         candidate_score = evaluated.score
-        decision = self.acceptance.decide(base_score, candidate_score)
+        decision = self._decide(base, evaluated)
         self._version(built, base_hash, round_, spec_id, candidate_score, decision.accepted,
                       None if decision.accepted else decision.reason)
         result = RoundResult(**common, candidate_score=candidate_score, accepted=decision.accepted,
-                             note=decision.reason)
+                             note=decision.reason, improvement=decision.improvement)
         if decision.accepted:
             carried = Carried(ref=evaluated.ref, score=candidate_score) if self.config.reuse_accepted_evaluation \
                 else None
             return finish(result, current=built.hash, current_score=candidate_score, stop=False, carry=carried)
         return finish(result, current=base_hash, current_score=base_score, stop=False)
+
+    def _decide(self, base: BaseEvaluated, candidate: CandidateEvaluated) -> Decision:
+        """The policy's decision on both evaluations, task by task (from this process's trajectories, or the
+        store's after a resume)."""
+        return self.acceptance.decide(TrainingResults.of(base.score, self._trajectories(base.ref)),
+                                      TrainingResults.of(candidate.score, self._trajectories(candidate.ref)))
 
     def _modify(self, round_: int, base_dir: Path, failures: list[FailureRecord],
                 phases: dict[str, PhaseStats]) -> tuple[Path, list[str], int, str | None]:
@@ -329,6 +345,7 @@ class TrainingLoop:
         ref = EvaluationRef(round=round_, phase=phase, ids=[t.trajectory_id for t in trajectories])
         # A round needs its own evaluations and, carried over, the previous round's accepted candidate.
         self._evaluated = {key: kept for key, kept in self._evaluated.items() if key[0] >= round_ - 1}
+        self._stored = {number: kept for number, kept in self._stored.items() if number >= round_ - 1}
         self._evaluated[(round_, phase)] = trajectories
         return ref, batch.score, batch.stats
 
@@ -336,8 +353,10 @@ class TrainingLoop:
         kept = self._evaluated.get((ref.round, ref.phase))
         if kept is not None and [t.trajectory_id for t in kept] == ref.ids:
             return kept
-        stored = self.store.read("trajectories", run_id=self.config.run_id, round=ref.round)
-        by_id = {t.trajectory_id: t for t in stored}
+        by_id = self._stored.get(ref.round, {})
+        if any(i not in by_id for i in ref.ids):  # one read per round serves its failures and its decision
+            stored = self.store.read("trajectories", run_id=self.config.run_id, round=ref.round)
+            by_id = self._stored[ref.round] = {t.trajectory_id: t for t in stored}
         missing = [i for i in ref.ids if i not in by_id]
         if missing:
             raise RuntimeError(f"run {self.config.run_id}: {len(missing)} checkpointed trajectories are missing "

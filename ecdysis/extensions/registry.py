@@ -9,7 +9,7 @@ lookup, the entry points once, on the first lookup of any kind (in each process:
 >>> lookup("method", "ecdysis-fdcr").summary
 'batch aggregation refined by Analyst, Critic and Engineer, then a Moderator'
 >>> names("acceptance")
-['strict']
+['strict', 'paired']
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ BUILTINS: dict[Kind, tuple[str, ...]] = {
                   "ecdysis.benchmarks.refund_desk.config:register_extensions",
                   "ecdysis.benchmarks.agentbench.config:register_extensions"),
     "method": ("ecdysis.evolution.methods:register_extensions",),
-    "acceptance": ("ecdysis.evolution.acceptance:register_extensions",),
+    "acceptance": ("ecdysis.evolution.acceptance.strict:register_extensions",
+                   "ecdysis.evolution.acceptance.paired:register_extensions"),
     "sandbox": ("ecdysis.sandbox.config:register_extensions",),
     "coder": ("ecdysis.coders.builtin:register_extensions", "ecdysis.coders.opencode:register_extensions",
               "ecdysis.coders.aider:register_extensions"),

@@ -34,6 +34,7 @@ def training_section(runs: Sequence[RunData]) -> Html:
     for i, run in enumerate(trained):
         rounds = run.latest_rounds()
         phases = phase_names(rounds)
+        estimated = any(r.improvement is not None for r in rounds)  # only a paired policy's run has the column
         parts.append(tag("h3", f"Rounds — {run.label}"))
         rows = []
         for r in rounds:
@@ -42,13 +43,16 @@ def training_section(runs: Sequence[RunData]) -> Html:
                 badge("accepted", "accepted") if r.accepted else
                 (badge("rejected", "rejected") if r.candidate_hash or r.candidate_score is not None
                  else badge("no candidate", "warn")),
+                *([r.improvement.describe() if r.improvement else "–"] if estimated else []),
                 r.n_failures, r.modification_calls,
                 *[num(r.phases[p].wall_time_s, 1) if p in r.phases else "–" for p in phases],
                 tag("code", (r.candidate_hash or "")[:12]), r.note,
             ])
-        headers = ["round", "base score", "candidate score", "decision", "failures", "modification calls",
+        headers = ["round", "base score", "candidate score", "decision",
+                   *(["improvement [interval]"] if estimated else []), "failures", "modification calls",
                    *[f"{p} (s)" for p in phases], "candidate", "note"]
-        parts.append(table(headers, rows, numeric=[0, 1, 2, 4, 5, *range(6, 6 + len(phases))],
+        first_count = 4 + estimated
+        parts.append(table(headers, rows, numeric=[0, 1, 2, *range(first_count, first_count + 2 + len(phases))],
                            id=f"rounds-{i}"))
         if phases:
             parts.append(tag("div", charts.fragment(charts.phase_chart(run), f"chart-phases-{i}", height=340),

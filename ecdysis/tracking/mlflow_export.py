@@ -214,14 +214,20 @@ class MlflowMirror:
 
 
 def round_metrics(result: RoundResult, events: Iterable[RunEvent]) -> dict[str, float]:
-    """The metrics of one round: scores, decision, failures, modification calls, phase times, tokens and cost by
-    role (task model and user simulator together as ``rollouts``, from episode events; driver roles from their
-    LLM turns)."""
+    """The metrics of one round: scores, decision (and the paired improvement with its bounds), failures,
+    modification calls, phase times, tokens and cost by role (task model and user simulator together as
+    ``rollouts``, from episode events; driver roles from their LLM turns)."""
     values: dict[str, float] = {"base_score": result.base_score, "accepted": float(result.accepted),
                                 "failures": float(result.n_failures),
                                 "modification_calls": float(result.modification_calls)}
     if result.candidate_score is not None:
         values["candidate_score"] = result.candidate_score
+    if result.improvement is not None:  # the paired acceptance policy's estimate
+        estimate = result.improvement
+        values.update({"improvement.mean": estimate.mean_difference, "improvement.lower": estimate.lower,
+                       "improvement.upper": estimate.upper})
+        if estimate.p_value is not None:
+            values["improvement.p_value"] = estimate.p_value
     for phase, stats in result.phases.items():
         values[f"phase.{phase}.wall_s"] = stats.wall_time_s
     tokens: dict[str, float] = defaultdict(float)

@@ -122,3 +122,42 @@ def test_runs_table_shows_when_a_run_was_last_verified(tmp_path: Path) -> None:
     stamp = verification.verified_at.strftime("%Y-%m-%d %H:%M")
     assert next(row for row in rows if row.startswith("checked")).endswith(f"{stamp}: DISAGREES (3/4)")
     assert next(row for row in rows if row.startswith("unchecked")).endswith("never")
+
+
+def test_rounds_show_the_paired_improvement_interval(tmp_path: Path) -> None:
+    from ecdysis.evolution.acceptance import TrainingResults
+    from ecdysis.evolution.acceptance.paired import PairedImprovement
+    from ecdysis.records import RoundResult
+
+    store = ArtifactStore(str(tmp_path / "store"))
+    store.write_manifest(RunManifest(run_id="paired", kind="train", method="ecdysis", models=[MODELS[0]]))
+    base = TrainingResults(0.25, {f"t{i}": (0.0, 1.0 if i == 0 else 0.0) for i in range(4)})
+    candidate = TrainingResults(0.625, {f"t{i}": (1.0, 1.0 if i < 2 else 0.0) for i in range(4)})
+    decision = PairedImprovement(test="bootstrap", resamples=1000).decide(base, candidate)
+    estimate = decision.improvement
+    assert estimate is not None
+    store.append("rounds", [RoundResult(run_id="paired", round=0, method="ecdysis", base_hash="a" * 64,
+                                        candidate_hash="b" * 64, base_score=base.score,
+                                        candidate_score=candidate.score, accepted=decision.accepted,
+                                        n_failures=6, note=decision.reason, improvement=estimate)],
+                 run_id="paired", round=0)
+    store.append("rounds", [RoundResult(run_id="paired", round=1, method="ecdysis", base_hash="a" * 64,
+                                        base_score=base.score, note="no failures: training stops")],
+                 run_id="paired", round=1)
+    assert [r.improvement for r in store.read("rounds", run_id="paired")] == [estimate, None]  # through Parquet
+    out = tmp_path / "paired.html"
+    result = runner.invoke(app, ["report", "paired", "-o", str(out), "--store", str(tmp_path / "store")])
+    assert result.exit_code == 0, result.output
+    table = parse(out.read_text(encoding="utf-8")).by_id("rounds-0")
+    headers = [th.text() for th in table.find_all("th")]
+    column = headers.index("improvement [interval]")
+    cells = [row.find_all("td")[column].text() for row in table.find_all("tr")[1:]]
+    assert cells[0].startswith(f"{estimate.mean_difference:+.3f} [{estimate.lower:+.3f}, {estimate.upper:+.3f}] at 95%")
+    assert f"bootstrap p={estimate.p_value:.2g}" in cells[0] and "4 tasks × 2 trials" in cells[0]
+    assert cells[1] == "–"  # a round the policy never decided
+
+
+def test_a_strict_run_has_no_improvement_column(report_file: Path) -> None:
+    headers = [th.text() for th in parse(report_file.read_text(encoding="utf-8")).by_id("rounds-0").find_all("th")]
+    assert "improvement [interval]" not in headers and headers[:4] == ["round", "base score", "candidate score",
+                                                                       "decision"]

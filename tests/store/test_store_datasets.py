@@ -135,3 +135,22 @@ def test_null_filter_matches_missing_values(any_store: ArtifactStore, records: R
     without = with_cost.model_copy(update={"call_id": "free", "cost_usd": None})
     any_store.append("llm_calls", [with_cost, without], run_id="r1")
     assert [r.call_id for r in any_store.read("llm_calls", cost_usd=None)] == ["free"]
+
+
+def test_rounds_written_before_the_improvement_column_read_it_as_none(tmp_path: Any) -> None:
+    import pyarrow.parquet as pq
+
+    from ecdysis.records import ImprovementEstimate, RoundResult
+
+    store = ArtifactStore(str(tmp_path / "runs"))
+    estimate = ImprovementEstimate(test="sign", confidence=0.95, mean_difference=0.5, lower=0.25, upper=0.75,
+                                   p_value=1 / 32, n_tasks=5, n_trials=3)
+    rounds = [RoundResult(run_id="r", round=0, method="ecdysis", base_hash="h", base_score=0.5, improvement=estimate)]
+    table = DATASETS["rounds"].to_table(rounds)
+    old = table.drop_columns(["improvement"])  # a file of schema version 2
+    folder = tmp_path / "runs" / "rounds" / "run_id=r" / "round=0"
+    folder.mkdir(parents=True)
+    pq.write_table(old, folder / "old.parquet")
+    store.append("rounds", rounds, run_id="r", round=0, batch_id="new")
+    assert sorted((r.improvement for r in store.read("rounds", run_id="r")), key=lambda e: e is not None) == [
+        None, estimate]

@@ -147,7 +147,7 @@ def test_every_kind_has_one_shape_and_the_built_ins() -> None:
     assert {kind: extensions.names(kind) for kind in extensions.KINDS} == {
         "benchmark": ["tau2", "refund-desk", "agentbench-db", "agentbench-os"],
         "method": ["se", "ecdysis", "ecdysis-fdcr"],
-        "acceptance": ["strict"],
+        "acceptance": ["strict", "paired"],
         "sandbox": ["auto", "docker", "process", *(["memory"] if "memory" in extensions.names("sandbox") else [])],
         "coder": ["builtin", "opencode", "aider"],
         "exporter": ["native", "tau2", "agentbench"],
@@ -260,7 +260,7 @@ def test_the_testing_kit_registers_the_memory_sandbox_through_the_entry_point(re
      "unknown benchmark 'nope'; known: tau2, refund-desk, agentbench-db, agentbench-os"),
     ({"training": {"method": "nope"}}, "training.method", "unknown evolution method 'nope'; known: se, ecdysis"),
     ({"training": {"acceptance": {"type": "nope"}}}, "training.acceptance",
-     "unknown acceptance policy 'nope'; known: strict"),
+     "unknown acceptance policy 'nope'; known: strict, paired"),
     ({"training": {"coder": "nope"}}, "training.coder", "unknown coding agent 'nope'; known: builtin, opencode, aider"),
     ({"sandbox": {"type": "nope"}}, "sandbox", "unknown sandbox backend 'nope'; known: auto, docker, process"),
 ])
@@ -280,6 +280,8 @@ def test_an_unknown_exporter_says_which_are_known() -> None:
     ({"method": {"type": "ecdysis-fdcr", "passes": 0}}, "training.method.passes"),
     ({"method": {"type": "se", "passes": 2}}, "training.method.passes"),  # se has no options
     ({"acceptance": {"type": "strict", "epsilon": 1}}, "training.acceptance.epsilon"),
+    ({"acceptance": {"type": "paired", "confidence": 1.5}}, "training.acceptance.confidence"),
+    ({"acceptance": {"type": "paired", "alpha": 0.05}}, "training.acceptance.alpha"),
     ({"coder": {"type": "aider", "edit_format": "udiff"}}, "training.coder.edit_format"),
 ])
 def test_errors_inside_a_section_keep_their_dotted_path(training: dict[str, Any], path: str) -> None:
@@ -329,6 +331,7 @@ def test_the_cli_method_option_takes_a_name_and_keeps_the_configs_options() -> N
 def test_ecdysis_list_shows_one_kind() -> None:
     result = CliRunner().invoke(app, ["list", "acceptance"], terminal_width=200)
     assert result.exit_code == 0 and "strict" in result.output and "ecdysis-fdcr" not in result.output
+    assert "paired" in result.output
     refused = CliRunner().invoke(app, ["list", "widgets"])
     assert refused.exit_code == 1 and "unknown extension kind 'widgets'" in refused.output
 

@@ -5,6 +5,8 @@
   corrects only when the harness blocks the call with a message naming the item price;
 - :data:`diagnoser` / :data:`coder`: find and add the validation rule that blocks over-refunds (built from
   :data:`FIXES` with :mod:`ecdysis.testing.evolution`; the coder patches ``harness.py`` as read from the bundle);
+- :func:`coder_one_order`: a coder whose rule fixes ``order-1`` only: the mean rises on one task (the ``paired``
+  acceptance policy's case of a win that is no evidence);
 - :func:`coder_lower_score`: a coder that makes the harness worse (blocks every refund); the generic broken coders
   of :mod:`ecdysis.testing.evolution` (:func:`coder_syntax_error`, :func:`coder_bad_selftest`) are reachable here too.
 """
@@ -37,6 +39,20 @@ def {FIX_MARKER}(session, arguments):
 
 
 RULES.append(("refund", {FIX_MARKER}))
+
+'''
+ONE_ORDER_MARKER = "_refund_within_price_of_order_1"
+ONE_ORDER_RULE = f'''
+def {ONE_ORDER_MARKER}(session, arguments):
+    if arguments.get("order_id") != "order-1":
+        return None
+    order = json.loads(session.peek_tool("get_order", {{"order_id": "order-1"}}).content)
+    if float(arguments.get("amount", 0)) > order["price"]:
+        return f"refund amount exceeds the item price {{order['price']:g}}: shipping is never refunded"
+    return None
+
+
+RULES.append(("refund", {ONE_ORDER_MARKER}))
 
 '''
 BAD_RULE = '''
@@ -87,3 +103,9 @@ def coder_lower_score(messages: list[dict[str, Any]], tools: list[dict[str, Any]
                       context: dict[str, Any]) -> dict[str, Any]:
     """Adds a rule that blocks every refund: valid, but the training score drops."""
     return coding_step(messages, "harness.py", replace_text("# RULES-END", BAD_RULE + "# RULES-END"))
+
+
+def coder_one_order(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                    context: dict[str, Any]) -> dict[str, Any]:
+    """Adds the over-refund rule for ``order-1`` only: one task of four improves, the others stay as they were."""
+    return coding_step(messages, "harness.py", edit_after("# RULES-END", ONE_ORDER_RULE, marker=ONE_ORDER_MARKER))
