@@ -62,8 +62,9 @@ class PromptDiagnoser:
         source = harness_source(harness_dir, self.max_source_chars)
         if self.aggregator_model is None or self.fits(failures):
             batch = trim_for_context(failures, self.max_failure_chars)
-            failures_json = json.dumps([record.model_dump(mode="json") for record in batch], indent=1,
-                                       sort_keys=True)
+            # compact, as trim_for_context measures it: indenting would add a third to what the budget allowed
+            failures_json = json.dumps([record.model_dump(mode="json") for record in batch], sort_keys=True,
+                                       separators=(",", ":"))
             prompt = render(self.template, round=round, n_failures=len(batch), failures_json=failures_json,
                             harness_source=source)
             return [{"role": "user", "content": prompt}]
