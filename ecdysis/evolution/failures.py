@@ -22,6 +22,8 @@ RESULT_CHARS = 400
 REPLY_CHARS = 600
 """The most of the model's last reply a record keeps: its head (where a reply states what it does) and its tail."""
 ARGUMENT_CHARS = 300
+MIN_REPLY_CHARS = 160
+"""What :func:`shrink_record` leaves at least of the last reply and of the failing call's result."""
 
 
 def failures_from(trajectories: Iterable[Trajectory], threshold: float = 1.0) -> list[FailureRecord]:
@@ -130,7 +132,8 @@ def trim_for_context(records: Sequence[FailureRecord], max_chars: int) -> list[F
     """Shrink every record evenly so the JSON of the whole batch fits in about ``max_chars``.
 
     Each record gets the same share; an oversize record loses, in order, its oldest tool calls (down to half its
-    share), the front of its context excerpt, more tool calls, then the tail of its failure decision. Records under
+    share), the front of its context excerpt, more tool calls, the middle of its last reply and of its failing call's
+    result (down to :data:`MIN_REPLY_CHARS`), then the tail of its failure decision. Records under
     their share are left as they are.
     """
     if max_chars <= 0:
@@ -161,6 +164,14 @@ def _shrink(record: FailureRecord, budget: int) -> FailureRecord:
     while calls and _size(record) > budget:
         calls = calls[1:]
         record = record.model_copy(update={"tool_call_history": calls})
+    over = _size(record) - budget
+    if over > 0 and record.last_reply and len(record.last_reply) > MIN_REPLY_CHARS:
+        keep = max(len(record.last_reply) - over, MIN_REPLY_CHARS)
+        record = record.model_copy(update={"last_reply": _clip_middle(record.last_reply, keep)})
+    call = record.failing_call
+    if _size(record) > budget and call is not None and call.result and len(call.result) > MIN_REPLY_CHARS:
+        short = call.model_copy(update={"result": _clip_middle(call.result, MIN_REPLY_CHARS)})
+        record = record.model_copy(update={"failing_call": short})
     if _size(record) > budget:
         room = max(len(record.failure_decision) - (_size(record) - budget) - 1, 40)
         record = record.model_copy(update={"failure_decision": record.failure_decision[:room] + "…"})

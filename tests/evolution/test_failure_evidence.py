@@ -16,7 +16,7 @@ from ecdysis.benchmarks.tau2.benchmark import HARNESSES, Tau2Benchmark
 from ecdysis.benchmarks.tau2.domain import TauDomain, select_tasks
 from ecdysis.evolution import HarnessRef
 from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
-from ecdysis.evolution.failures import REPLY_CHARS, failures_from
+from ecdysis.evolution.failures import REPLY_CHARS, failures_from, trim_for_context
 from ecdysis.llm import Gateway
 from ecdysis.llm.errors import StructuredOutputError
 from ecdysis.protocols import EpisodeRequest, SandboxBackend
@@ -85,6 +85,20 @@ def test_a_long_reply_keeps_its_head_and_tail() -> None:
     assert record.last_reply is not None and len(record.last_reply) <= REPLY_CHARS + 40
     assert record.last_reply.startswith("HEAD ") and record.last_reply.endswith(" TAIL")
     assert "characters cut" in record.last_reply
+
+
+def test_a_shrunk_record_keeps_the_failing_call_and_the_ends_of_the_reply() -> None:
+    calls = [ToolCall(call_id=f"c{i}", name="lookup", arguments={"i": i}, executed=True, result="r" * 300)
+             for i in range(20)]
+    failing = ToolCall(call_id="bad", name="update", arguments={"i": 99}, executed=True, error=True,
+                       result="E" * 350)
+    messages = [{"role": "user", "content": "word " * 500}, {"role": "assistant", "content": "A" + "x" * 800 + "Z"}]
+    (record,) = failures_from([trajectory(messages=messages, tool_calls=[*calls, failing])])
+    (short,) = trim_for_context([record, record.model_copy(update={"failure_id": "other"})], 2 * 1_500)[:1]
+    assert len(short.model_dump_json()) <= 1_500
+    assert short.failing_call is not None and short.failing_call.arguments == {"i": 99}
+    assert short.last_reply is not None and short.last_reply.startswith("A") and short.last_reply.endswith("Z")
+    assert short.tool_error == record.tool_error
 
 
 def test_records_stored_before_the_evidence_fields_still_load(store: ArtifactStore) -> None:
