@@ -259,6 +259,7 @@ def _build_training_loop(parts: TrainingParts, config: RunConfig, method: str, w
     from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop
     from ecdysis.evolution import method as evolution_method
     from ecdysis.llm import Gateway
+    from ecdysis.llm.tokens import context_window, reply_tokens
     from ecdysis.sandbox import make_backend
 
     run_id = parts.run_id
@@ -283,7 +284,10 @@ def _build_training_loop(parts: TrainingParts, config: RunConfig, method: str, w
                                  settings=parts.settings, seed=config.seed)
     diagnoser_parts = DiagnoserParts(
         llm=llm, model=config.models.diagnoser, aggregator_model=config.models.aggregator,
-        prompt_budget_chars=config.training.prompt_budget_chars, store=parts.store,
+        prompt_budget_chars=config.training.prompt_budget_chars,
+        prompt_budget_tokens=config.training.prompt_budget_tokens,
+        context_tokens=context_window(config.models.diagnoser, config.llm),
+        reply_tokens=reply_tokens(config.models.diagnoser, config.llm), store=parts.store,
         task_models=tuple(config.models.task))
     seed = build(config.benchmark).seed_harnesses()["human"]
     settings = LoopSettings(run_id=run_id, method=method, harness_dir=seed, workspace=workspace,

@@ -109,8 +109,11 @@ class TrainingConfig(Section):
     failure_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
     """A trajectory whose reward is below this becomes a failure record."""
     prompt_budget_chars: int = Field(default=70_000, ge=4_000)
-    """Characters of failure evidence plus harness source in one diagnosis prompt; keep it under the diagnosis
-    model's context window (about 4 characters per token)."""
+    """Characters of failure evidence plus harness source in one diagnosis prompt. The prompt gets the smallest of
+    this, ``prompt_budget_tokens`` and what the diagnosis model's context window leaves (``llm.models.<model>.
+    context_tokens``, else litellm's model map; see ``ecdysis.evolution.prompt_budget``)."""
+    prompt_budget_tokens: int | None = Field(default=None, ge=1_000)
+    """The same budget in tokens (3 characters a token); None: no limit in tokens beyond the model's context."""
     coder: CoderConfig = Field(default_factory=BuiltinCoderConfig)
     """The coding agent (``ecdysis list coder``): ``{type: builtin}`` (default), ``{type: opencode}`` or
     ``{type: aider}`` plus that agent's options; a bare name (``coder: opencode``) is accepted. All are driven by

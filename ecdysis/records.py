@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 def utc_now() -> datetime:
@@ -184,6 +184,16 @@ class FailureRecord(Record):
     context_excerpt: str = ""
     signature: str
     failing_component: str = "unknown"
+    last_reply: str | None = None
+    """The task model's last text reply in the transcript, its head and tail when long (a reply that should have
+    been a tool call shows here); None when it wrote none (and in records stored before this field existed)."""
+    failing_call: ToolCall | None = None
+    """The call a diagnoser looks at first, with its arguments and result: the first blocked call, else the first
+    erroring one, else the last call made; None when no tool call was made."""
+    tool_error: str | None = None
+    """What the environment returned for ``failing_call`` when it was an error (cut to a few hundred characters)."""
+    reward_breakdown: dict[str, float] = Field(default_factory=dict)
+    """The grader's components and their scores, names only: expected values never leave the trusted grader."""
 
 
 class FailurePattern(Record):
@@ -222,6 +232,30 @@ class ModificationSpec(Record):
     proposed_changes: list[ProposedChange] = Field(default_factory=list)
     implementation_notes: str = ""
     must_not_change: list[str] = Field(default_factory=list)
+
+
+class SpecReply(ModificationSpec):
+    """What a diagnoser must answer: a :class:`ModificationSpec` that proposes at least one change. An empty list
+    fails validation with a message that says so, so a structured call re-asks instead of accepting a spec that would
+    leave the harness as it is."""
+
+    model_config = ConfigDict(title="ModificationSpec")
+
+    proposed_changes: list[ProposedChange] = Field(
+        default_factory=list, validate_default=True, json_schema_extra={"minItems": 1},
+        description="At least one concrete change to the harness that addresses the failure patterns.")
+
+    @field_validator("proposed_changes")
+    @classmethod
+    def _at_least_one(cls, changes: list[ProposedChange]) -> list[ProposedChange]:
+        if not changes:
+            raise ValueError("no change proposed: propose at least one concrete change to the harness (component, "
+                             "description, rationale, evidence) that addresses the failure patterns")
+        return changes
+
+    def to_spec(self) -> ModificationSpec:
+        """The reply as a plain :class:`ModificationSpec` (the record the run stores)."""
+        return ModificationSpec.model_validate(self.model_dump())
 
 
 class HarnessVersion(Record):

@@ -26,8 +26,9 @@ from ecdysis.records import (
 )
 
 SCHEMA_VERSION = 3
-"""2: trajectories gained ``sandbox`` (files of version 1 read it as null); 3: rounds gained ``improvement``
-(files of earlier versions read it as null)."""
+"""2: trajectories gained ``sandbox`` (files of version 1 read it as null). 3: rounds gained ``improvement``
+(earlier files read it as null); failures gained ``last_reply``, ``failing_call``, ``tool_error`` and
+``reward_breakdown`` (earlier files read them as their defaults)."""
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -71,8 +72,8 @@ class Dataset:
         for row in table.to_pylist():
             data = {}
             for key, value in row.items():
-                if key not in record_fields:
-                    continue
+                if key not in record_fields or (value is None and key in self.json_columns):
+                    continue  # a JSON column is never null as written: null is a column older files lack
                 data[key] = json.loads(value) if key in self.json_columns and value is not None else value
             out.append(self.record_type.model_validate(data))
         return out
@@ -145,8 +146,12 @@ FAILURES = _dataset(
         ("context_excerpt", pa.string()),
         ("signature", pa.string()),
         ("failing_component", pa.string()),
+        ("last_reply", pa.string()),
+        ("failing_call", pa.string()),
+        ("tool_error", pa.string()),
+        ("reward_breakdown", pa.string()),
     ],
-    json_columns=["tool_call_history"],
+    json_columns=["tool_call_history", "failing_call", "reward_breakdown"],
 )
 
 LLM_CALLS = _dataset(

@@ -129,7 +129,7 @@ def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalM
         entry = routes.get(server.model)
         routes[server.model] = served if entry is None else entry.model_copy(
             update={"api_base": served.api_base, "tool_call_parsing": served.tool_call_parsing,
-                    "max_concurrency": served.max_concurrency})
+                    "max_concurrency": served.max_concurrency, "context_tokens": served.context_tokens})
     llm = cfg.llm.model_copy(update={"models": routes})
     # Episodes at once: as many as the agent's server decodes at once (one on llama-cpp-python's server).
     rollouts = cfg.rollouts.model_copy(update={"workers": 1, "episodes_per_worker": servers[plan.agent].slots})

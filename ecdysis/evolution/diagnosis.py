@@ -25,13 +25,16 @@ from ecdysis.evolution.evidence import Evidence, EvidenceOverBudget, entry_cap, 
 from ecdysis.evolution.failures import trim_for_context
 from ecdysis.evolution.grouping import group_failures
 from ecdysis.evolution.prompts import render
+from ecdysis.evolution.support import with_checked_support
 from ecdysis.harness import harness_source
 from ecdysis.protocols import LLMClient
-from ecdysis.records import FailureRecord, ModificationSpec, Role, stable_hash
+from ecdysis.records import FailureRecord, ModificationSpec, Role, SpecReply, stable_hash
 
 
 class PromptDiagnoser:
-    """One ``llm.structured(..., ModificationSpec, role=DIAGNOSER)`` call over the records it is given."""
+    """One ``llm.structured(..., SpecReply, role=DIAGNOSER)`` call over the records it is given: a specification
+    with at least one proposed change (re-asked until it has one, else ``StructuredOutputError``), whose patterns are
+    systematic only when their support says so (:mod:`~ecdysis.evolution.support`)."""
 
     template = "diagnose_batch"
     method = "ecdysis"
@@ -59,8 +62,9 @@ class PromptDiagnoser:
         source = harness_source(harness_dir, self.max_source_chars)
         if self.aggregator_model is None or self.fits(failures):
             batch = trim_for_context(failures, self.max_failure_chars)
-            failures_json = json.dumps([record.model_dump(mode="json") for record in batch], indent=1,
-                                       sort_keys=True)
+            # compact, as trim_for_context measures it: indenting would add a third to what the budget allowed
+            failures_json = json.dumps([record.model_dump(mode="json") for record in batch], sort_keys=True,
+                                       separators=(",", ":"))
             prompt = render(self.template, round=round, n_failures=len(batch), failures_json=failures_json,
                             harness_source=source)
             return [{"role": "user", "content": prompt}]
@@ -95,17 +99,18 @@ class PromptDiagnoser:
         context = {"run_id": run_id, "round": round, "method": self.method,
                    "failure_ids": [record.failure_id for record in failures]}
         messages = self.messages(failures, harness_dir, round=round, run_id=run_id)
-        spec = self.llm.structured(self.model, messages, ModificationSpec, role=Role.DIAGNOSER,
-                                   max_attempts=self.max_attempts, context=context)
+        spec = self.llm.structured(self.model, messages, SpecReply, role=Role.DIAGNOSER,
+                                   max_attempts=self.max_attempts, context=context).to_spec()
         known = {record.failure_id for record in failures}
         unknown = unknown_ids(spec, known)
         if unknown:  # re-asked once, then the unknown ids are dropped from the evidence
             messages = [*messages, {"role": "assistant", "content": spec.model_dump_json()},
                         {"role": "user", "content": f"Your specification cites failure_ids that are not in the "
                          f"evidence: {', '.join(unknown[:10])}. Answer again citing only failure_ids shown."}]
-            spec = self.llm.structured(self.model, messages, ModificationSpec, role=Role.DIAGNOSER,
-                                       max_attempts=self.max_attempts, context=context)
+            spec = self.llm.structured(self.model, messages, SpecReply, role=Role.DIAGNOSER,
+                                       max_attempts=self.max_attempts, context=context).to_spec()
             spec = without_unknown_ids(spec, known)
+        spec = with_checked_support(spec, failures)
         content = spec.model_dump(mode="json", exclude={"spec_id", "run_id", "round"})
         key = [run_id, round, sorted(record.failure_id for record in failures), content]
         return spec.model_copy(update={"spec_id": stable_hash(key)[:16], "run_id": run_id, "round": round})

@@ -19,6 +19,11 @@ from ecdysis.records import FailureRecord, TerminationReason, ToolCall, Trajecto
 EXCERPT_MESSAGES = 8
 EXCERPT_CHARS = 4_000
 RESULT_CHARS = 400
+REPLY_CHARS = 600
+"""The most of the model's last reply a record keeps: its head (where a reply states what it does) and its tail."""
+ARGUMENT_CHARS = 300
+MIN_REPLY_CHARS = 160
+"""What :func:`shrink_record` leaves at least of the last reply and of the failing call's result."""
 
 
 def failures_from(trajectories: Iterable[Trajectory], threshold: float = 1.0) -> list[FailureRecord]:
@@ -49,7 +54,29 @@ def failure_record(trajectory: Trajectory) -> FailureRecord:
         context_excerpt=context_excerpt(trajectory.messages),
         signature=f"{trajectory.termination_reason.value}:{component}",
         failing_component=component,
+        last_reply=last_reply(trajectory.messages),
+        failing_call=_short_call(call) if (call := failing_call(trajectory)) else None,
+        tool_error=_clip_middle(call.result or "", RESULT_CHARS) if call is not None and call.error else None,
+        reward_breakdown=dict(trajectory.reward_breakdown),
     )
+
+
+def failing_call(trajectory: Trajectory) -> ToolCall | None:
+    """The tool call a diagnoser looks at first: the first blocked call, else the first erroring one, else the last
+    call made; None when the episode made no tool call."""
+    calls = trajectory.tool_calls
+    blocked = next((c for c in calls if not c.executed and c.blocked_reason is not None), None)
+    return blocked or next((c for c in calls if c.error), None) or (calls[-1] if calls else None)
+
+
+def last_reply(messages: Sequence[dict[str, Any]], max_chars: int = REPLY_CHARS) -> str | None:
+    """The model's last text reply in the transcript (its head and tail when longer than ``max_chars``); None when
+    the model wrote no text."""
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, str) and content.strip():
+            return _clip_middle(content.strip(), max_chars)
+    return None
 
 
 def failing_component(trajectory: Trajectory) -> tuple[str, str]:
@@ -78,6 +105,8 @@ def failing_component(trajectory: Trajectory) -> tuple[str, str]:
         value, key = weak[0]
         last_write = _last_executed(trajectory.tool_calls)
         context = f"; last executed call: {_describe(last_write)}" if last_write else "; no tool call was executed"
+        if _has_final_answer(trajectory.messages):
+            context += "; the model's last reply was text with no tool call"
         return f"reward:{key}", f"reward component {key} scored {value:g}{context}"
     if not _has_final_answer(trajectory.messages):
         return "no_final_answer", "the agent stopped without a final answer to the user"
@@ -93,8 +122,7 @@ def context_excerpt(messages: Sequence[dict[str, Any]], n_messages: int = EXCERP
         content = message.get("content")
         text = content if isinstance(content, str) else json.dumps(content, sort_keys=True) if content else ""
         for call in message.get("tool_calls") or []:
-            function = call.get("function", {})
-            text += f" [calls {function.get('name')}({function.get('arguments', '')})]"
+            text += f" [calls {_call_text(call)}]"
         lines.append(f"{role}: {text.strip()}")
     excerpt = "\n".join(lines)
     return excerpt if len(excerpt) <= max_chars else "…" + excerpt[-(max_chars - 1):]
@@ -104,7 +132,8 @@ def trim_for_context(records: Sequence[FailureRecord], max_chars: int) -> list[F
     """Shrink every record evenly so the JSON of the whole batch fits in about ``max_chars``.
 
     Each record gets the same share; an oversize record loses, in order, its oldest tool calls (down to half its
-    share), the front of its context excerpt, more tool calls, then the tail of its failure decision. Records under
+    share), the front of its context excerpt, more tool calls, the middle of its last reply and of its failing call's
+    result (down to :data:`MIN_REPLY_CHARS`), then the tail of its failure decision. Records under
     their share are left as they are.
     """
     if max_chars <= 0:
@@ -135,6 +164,14 @@ def _shrink(record: FailureRecord, budget: int) -> FailureRecord:
     while calls and _size(record) > budget:
         calls = calls[1:]
         record = record.model_copy(update={"tool_call_history": calls})
+    over = _size(record) - budget
+    if over > 0 and record.last_reply and len(record.last_reply) > MIN_REPLY_CHARS:
+        keep = max(len(record.last_reply) - over, MIN_REPLY_CHARS)
+        record = record.model_copy(update={"last_reply": _clip_middle(record.last_reply, keep)})
+    call = record.failing_call
+    if _size(record) > budget and call is not None and call.result and len(call.result) > MIN_REPLY_CHARS:
+        short = call.model_copy(update={"result": _clip_middle(call.result, MIN_REPLY_CHARS)})
+        record = record.model_copy(update={"failing_call": short})
     if _size(record) > budget:
         room = max(len(record.failure_decision) - (_size(record) - budget) - 1, 40)
         record = record.model_copy(update={"failure_decision": record.failure_decision[:room] + "…"})
@@ -162,6 +199,25 @@ def _first_line(text: str | None, limit: int = 200) -> str:
     return line[:limit]
 
 
+def _call_text(call: dict[str, Any]) -> str:
+    """``name(arguments)`` of a transcript's tool call: the host's shape ``{"id", "name", "arguments"}`` (arguments as
+    the harness sent them) or the OpenAI shape ``{"function": {"name", "arguments": "<JSON text>"}}``."""
+    function = call.get("function")
+    entry = function if isinstance(function, dict) else call
+    arguments = entry.get("arguments")
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True, default=str)
+    return f"{entry.get('name') or '?'}({_clip_middle(text, ARGUMENT_CHARS)})"
+
+
+def _clip_middle(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters, else its head and tail around a note of the cut."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    head = max(limit - tail - 40, 0)
+    return f"{text[:head]} …[{len(text) - head - tail} characters cut]… {text[len(text) - tail:]}"
+
+
 def _describe(call: ToolCall) -> str:
     arguments = json.dumps(call.sent_arguments, sort_keys=True)
     if len(arguments) > 200:
@@ -175,6 +231,7 @@ def _last_executed(calls: Sequence[ToolCall]) -> ToolCall | None:
 
 
 def _has_final_answer(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether the model's last turn in the transcript was text rather than a tool call."""
     for message in reversed(messages):
         if message.get("role") == "assistant":
             return bool(message.get("content")) and not message.get("tool_calls")

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ecdysis.evolution.prompt_budget import budget_chars
 from ecdysis.extensions import section, validate_section
+from ecdysis.llm.tokens import DEFAULT_REPLY_TOKENS
 from ecdysis.protocols import Diagnoser, LLMClient, Store
 
 T = TypeVar("T")
@@ -39,17 +41,29 @@ class DiagnoserParts:
     model: str
     """The diagnosis model (``models.diagnoser``)."""
     prompt_budget_chars: int = 70_000
-    """Failure evidence plus harness source of one prompt (4/7 evidence, 3/7 source)."""
+    """Characters of failure evidence plus harness source of one prompt (4/7 evidence, 3/7 source)."""
+    prompt_budget_tokens: int | None = None
+    """The same budget in tokens (None: no such limit)."""
+    context_tokens: int | None = None
+    """The diagnosis model's context window (None: unknown); the prompt is sized to fit it."""
+    reply_tokens: int = DEFAULT_REPLY_TOKENS
+    """Tokens of the window kept for the diagnosis model's reply."""
     store: Store | None = None
     task_models: tuple[str, ...] = ()
     """The run's task models (FDCR attributes failures across them)."""
     aggregator_model: str | None = None
     """The model behind failure-group summaries (``models.aggregator``; None: the diagnosis model)."""
 
+    @property
+    def prompt_chars(self) -> int:
+        """Characters of evidence plus source under every limit given (:mod:`~ecdysis.evolution.prompt_budget`)."""
+        return budget_chars(chars=self.prompt_budget_chars, tokens=self.prompt_budget_tokens,
+                            context_tokens=self.context_tokens, reply_tokens=self.reply_tokens)
+
     def budgets(self) -> dict[str, Any]:
         """The prompt budget split into evidence and source, as the diagnosers take it."""
-        return {"max_failure_chars": self.prompt_budget_chars * 4 // 7,
-                "max_source_chars": self.prompt_budget_chars * 3 // 7}
+        chars = self.prompt_chars
+        return {"max_failure_chars": chars * 4 // 7, "max_source_chars": chars * 3 // 7}
 
 
 class MethodSection(BaseModel):
@@ -110,7 +124,7 @@ class FDCRMethod(MethodSection):
     def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
         from ecdysis.evolution.fdcr import FDCRDiagnoser
 
-        budget = parts.prompt_budget_chars
+        budget = parts.prompt_chars
         return FDCRDiagnoser(parts.llm, parts.model, passes=self.passes, store=parts.store,
                              task_models=list(parts.task_models), harness_budget_chars=budget * 3 // 7,
                              evidence_budget_chars=budget * 4 // 7,

@@ -48,6 +48,9 @@ class ModelConfig(BaseModel):
     """USD per completion token, as ``input_cost_per_token``."""
     tool_call_parsing: ToolCallParsing = ToolCallParsing.NATIVE
     """``lenient`` also reads tool calls the model wrote as JSON text (bare, fenced or in ``<tool_call>`` tags)."""
+    context_tokens: int | None = Field(default=None, ge=256)
+    """The model's context window in tokens (a local server's ``n_ctx``); diagnosis prompts are sized to it. None:
+    litellm's model map says, where it knows the model."""
 
 
 class LocalServingConfig(BaseModel):

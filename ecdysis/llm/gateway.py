@@ -119,7 +119,8 @@ class Gateway:
             conversation += [{"role": "assistant", "content": completion.content or ""},
                              {"role": "user", "content": structured.reask(last_error)}]
         raise StructuredOutputError(
-            f"{model} gave no valid {schema.__name__} in {max_attempts} attempts; last error: {last_error}",
+            f"{model} gave no valid {structured.schema_name(schema)} in {max_attempts} attempts; "
+            f"last error: {last_error}",
             attempts=max_attempts, last_error=last_error, last_reply=last_reply)
 
     # ---- accounting ---------------------------------------------------------------------------------------------

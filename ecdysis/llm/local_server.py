@@ -184,7 +184,8 @@ class LocalModelServer:
         leniently; on llama-cpp-python, lenient where the model runs on its own template (``chat_format=None``)."""
         lenient = self.engine_used == LLAMA_SERVER or self.chat_format is None
         parsing = ToolCallParsing.LENIENT if lenient else ToolCallParsing.NATIVE
-        return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing, max_concurrency=self.slots)
+        return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing, max_concurrency=self.slots,
+                           context_tokens=self.n_ctx)
 
     def _choose_engine(self) -> Path | None:
         """The ``llama-server`` binary to run, or None for llama-cpp-python's server; sets :attr:`engine_note`."""

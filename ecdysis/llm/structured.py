@@ -13,6 +13,12 @@ T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
+def schema_name(schema: type[BaseModel]) -> str:
+    """The name a schema goes by in prompts and errors: its title when it sets one, else its class name."""
+    title = schema.model_config.get("title")
+    return title if isinstance(title, str) and title else schema.__name__
+
+
 def instruction(schema: type[BaseModel]) -> str:
     """The request appended to the conversation: reply with one JSON object matching the schema."""
     return (

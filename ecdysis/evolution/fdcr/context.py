@@ -115,11 +115,19 @@ def failure_line(failure: FailureRecord) -> str:
     """One failure as the FDCR prompts quote it: ids, task, model, ending, decision, tool calls, excerpt."""
     calls = "; ".join(_call_text(call) for call in failure.tool_call_history) or "none"
     excerpt = " ".join(failure.context_excerpt.split())
-    return (
-        f"- `{failure.failure_id}` task={failure.task_id} model={failure.model} reward={failure.reward:g} "
-        f"end={failure.termination_reason.value} component={failure.failing_component}\n"
-        f"  decision: {failure.failure_decision}\n  tool calls: {calls}\n  excerpt: {excerpt or '-'}"
-    )
+    lines = [f"- `{failure.failure_id}` task={failure.task_id} model={failure.model} reward={failure.reward:g} "
+             f"end={failure.termination_reason.value} component={failure.failing_component}",
+             f"  decision: {failure.failure_decision}"]
+    if failure.reward_breakdown:
+        lines.append("  grader: " + ", ".join(f"{k}={v:g}" for k, v in sorted(failure.reward_breakdown.items())))
+    if failure.failing_call is not None:
+        lines.append(f"  failing call: {_call_text(failure.failing_call)}")
+    if failure.tool_error:
+        lines.append(f"  environment error: {' '.join(failure.tool_error.split())}")
+    if failure.last_reply:
+        lines.append(f"  model's last reply: {' '.join(failure.last_reply.split())}")
+    lines += [f"  tool calls: {calls}", f"  excerpt: {excerpt or '-'}"]
+    return "\n".join(lines)
 
 
 def _call_text(call: ToolCall) -> str:

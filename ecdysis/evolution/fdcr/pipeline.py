@@ -34,9 +34,11 @@ from ecdysis.evolution.fdcr.roles import (
     LiteralReview,
 )
 from ecdysis.evolution.fdcr.summaries import pattern_summaries
+from ecdysis.evolution.support import checked_pattern
 from ecdysis.llm.errors import StructuredOutputError
+from ecdysis.llm.structured import schema_name
 from ecdysis.protocols import LLMClient, Store
-from ecdysis.records import FailureRecord, ModificationSpec, ProposedChange, Role, TokenUsage, stable_hash
+from ecdysis.records import FailureRecord, ModificationSpec, ProposedChange, Role, SpecReply, TokenUsage, stable_hash
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -139,8 +141,9 @@ class _Session:
                                            self.known_ids, self.literals)
             self._critic_on_final_literals(previous, outcomes)
             self.report.checks += outcomes
+        patterns = [checked_pattern(p, self.failures) for p in self.attribution.failure_patterns()]
         spec = spec.model_copy(update={"run_id": self.run_id, "round": self.round, "proposed_changes": changes,
-                                       "failure_patterns": self.attribution.failure_patterns(), "spec_id": ""})
+                                       "failure_patterns": patterns, "spec_id": ""})
         spec.spec_id = stable_hash(spec.model_dump(mode="json"))[:16]
         self.report.spec_id = spec.spec_id
         return spec
@@ -195,11 +198,12 @@ class _Session:
     def _moderate(self, final: _Pass) -> ModificationSpec:
         removed = [{"pass": r.pass_index, "cause": r.cause.model_dump(mode="json"), "concerns": list(r.concerns),
                     "reason": r.reason} for r in self.report.critic_removed]
-        return self._ask("moderator", Role.MODERATOR, None, ModificationSpec, "moderator", passes=self.cfg.passes,
-                         attribution=self.table, evidence=self.evidence_short, harness=self.harness_short,
-                         causes=prompts.dump_json([c.model_dump(mode="json") for c in final.surviving]),
-                         changes=prompts.dump_json([c.prompt_view() for c in final.candidates]),
-                         removed=prompts.dump_json(removed))
+        reply = self._ask("moderator", Role.MODERATOR, None, SpecReply, "moderator", passes=self.cfg.passes,
+                          attribution=self.table, evidence=self.evidence_short, harness=self.harness_short,
+                          causes=prompts.dump_json([c.model_dump(mode="json") for c in final.surviving]),
+                          changes=prompts.dump_json([c.prompt_view() for c in final.candidates]),
+                          removed=prompts.dump_json(removed))
+        return reply.to_spec()
 
     def _critic_on_final_literals(self, final: _Pass, outcomes: list[CheckOutcome]) -> None:
         """Attach the Critic's view to every hard-coding flag of the final spec: the final pass's verdict when it
@@ -243,7 +247,7 @@ class _Session:
             except StructuredOutputError as exc:
                 self._account_failed(role, before, exc.attempts)
                 where = f" (pass {at_pass})" if at_pass is not None else ""
-                raise FDCRError(f"FDCR {role.value}{where} gave no valid {schema.__name__} in {exc.attempts} "
+                raise FDCRError(f"FDCR {role.value}{where} gave no valid {schema_name(schema)} in {exc.attempts} "
                                 f"attempts with {model}: {exc.last_error}", role=role, pass_index=at_pass,
                                 attempts=exc.attempts) from exc
             tokens, calls = _spent(self.llm, self.run_id, before)
