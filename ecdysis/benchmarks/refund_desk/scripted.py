@@ -5,6 +5,8 @@
   corrects only when the harness blocks the call with a message naming the item price;
 - :data:`diagnoser` / :data:`coder`: find and add the validation rule that blocks over-refunds (built from
   :data:`FIXES` with :mod:`ecdysis.testing.evolution`; the coder patches ``harness.py`` as read from the bundle);
+- :data:`coder_near_miss`: the same fix by a coder that misquotes the text to replace at first, as small models do,
+  and corrects it from the edit tool's feedback;
 - :func:`coder_lower_score`: a coder that makes the harness worse (blocks every refund); the generic broken coders
   of :mod:`ecdysis.testing.evolution` (:func:`coder_syntax_error`, :func:`coder_bad_selftest`) are reachable here too.
 """
@@ -24,6 +26,7 @@ from ecdysis.testing.evolution import (  # noqa: F401 - the generic broken coder
     replace_text,
     scripted_coder,
     scripted_diagnoser,
+    scripted_near_miss_coder,
     tool_call,
 )
 
@@ -50,6 +53,7 @@ FIXES = (
 )
 diagnoser = scripted_diagnoser(FIXES)
 coder = scripted_coder(FIXES)
+coder_near_miss = scripted_near_miss_coder(FIXES)
 
 
 def task_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
