@@ -25,7 +25,9 @@ CONTEXT_LINES = 2
 MAX_SHOWN_LINES = 40
 """At most this many lines of the closest region are shown."""
 CANDIDATES = 12
-"""Windows (by difflib's quick ratio) whose full similarity is computed when looking for the closest region."""
+"""At most this many shortlisted windows have their full similarity computed when looking for the closest region."""
+RANKING_BUDGET = 10_000
+"""Characters of shortlisted windows, all together, whose similarity is computed (fewer candidates for long ones)."""
 
 
 class EditNotApplied(Exception):
@@ -153,15 +155,26 @@ def closest_region(text: str, search: str) -> str:
 
 
 def _closest_window(lines: list[str], search: list[str], size: int) -> int:
-    """The start of the ``size``-line window most similar to ``search`` (difflib's ratio, first one on a tie)."""
-    windows = ["".join(line.strip() + "\n" for line in lines[i:i + size]) for i in range(len(lines) - size + 1)]
-    target = "".join(line.strip() + "\n" for line in search)
+    """The start of the ``size``-line window most similar to ``search`` (first one on a tie). Windows are shortlisted
+    by how many of their lines occur in ``search`` as they are (cheap, and enough for a long search with a few bad
+    lines), or by difflib's quick ratio when no line does; the shortlist is ranked by difflib's ratio."""
+    stripped, wanted = [line.strip() for line in lines], {line.strip() for line in search}
+    starts = range(len(lines) - size + 1)
+    hits = [0]
+    for line in stripped:
+        hits.append(hits[-1] + (line in wanted and line != ""))
+    overlap = [hits[i + size] - hits[i] for i in starts]
+    target = "\n".join(line.strip() for line in search)
     matcher = difflib.SequenceMatcher(autojunk=False)
     matcher.set_seq2(target)
 
-    def ratio(i: int, *, quick: bool) -> float:
-        matcher.set_seq1(windows[i])
+    def similarity(i: int, *, quick: bool = False) -> float:
+        matcher.set_seq1("\n".join(stripped[i:i + size]))
         return matcher.quick_ratio() if quick else matcher.ratio()
 
-    shortlist = sorted(range(len(windows)), key=lambda i: (-ratio(i, quick=True), i))[:CANDIDATES]
-    return max(shortlist, key=lambda i: (ratio(i, quick=False), -i))
+    keep = max(1, min(CANDIDATES, RANKING_BUDGET // max(1, len(target))))
+    if max(overlap) > 0:
+        shortlist = sorted(starts, key=lambda i: (-overlap[i], i))[:keep]
+    else:
+        shortlist = sorted(starts, key=lambda i: (-similarity(i, quick=True), i))[:keep]
+    return max(shortlist, key=lambda i: (similarity(i), -i))

@@ -49,6 +49,16 @@ def test_a_multi_line_miss_marks_as_many_lines_as_were_searched() -> None:
     assert f"lines {REFUND_LINE + 1}-{REFUND_LINE + 3}" in message
 
 
+def test_the_closest_region_is_found_whichever_lines_are_misquoted() -> None:
+    body = ["    if amount <= 0:", "        return None", "    return {'order': order_id, 'amount': amount}"]
+    last_wrong = "\n".join([*body[:2], "    return {'order': order_id, 'amt': amount}"])
+    all_wrong = "    if amt <= 0:\n        return Nothing\n    return {'order': order, 'amount': amt}"
+    for search in (last_wrong, all_wrong):
+        message = _miss(SOURCE, search)
+        assert marked_region(message) == "\n".join(body), search
+        assert f"lines {REFUND_LINE + 1}-{REFUND_LINE + 3}" in message
+
+
 def test_an_ambiguous_search_says_how_often_it_occurs() -> None:
     message = _miss("x = 1\ny = 2\nx = 1\nx = 1\n", "x = 1")
     assert "occurs 3 times" in message and "more surrounding lines" in message
