@@ -12,7 +12,9 @@ loudly instead of silently patching text that is no longer there. Then::
 - the diagnoser answers a ModificationSpec (JSON) derived from the failure batch in the prompt: one pattern and one
   change per failure signature, the change naming the fix whose ``recognises`` matches (else a generic one);
 - the coder works through the real coding tool loop: read the fix's file, apply each edit, run the self-test, done;
-  it changes nothing when the fix is already in, and says why when it cannot find what it must change.
+  it changes nothing when the fix is already in, and says why when it cannot find what it must change;
+- the near-miss coder (:func:`scripted_near_miss_coder`) first misquotes the text to replace, as small models do,
+  and then copies it from the closest region the edit tool's feedback shows.
 """
 
 from __future__ import annotations
