@@ -121,7 +121,8 @@ class BundleWorkspace:
 def _text(arguments: dict[str, Any], key: str) -> str:
     value = arguments.get(key)
     if not isinstance(value, str):
-        raise ToolError(f"argument {key!r} must be a string")
+        given = ", ".join(sorted(arguments)) or "none"
+        raise ToolError(f"argument {key!r} must be a string (arguments given: {given})")
     return value
 
 

@@ -101,3 +101,5 @@ def test_workspace_edit_results_say_what_was_matched(tmp_path: Path) -> None:
     assert (root / "harness.py").read_text() == "def f():\n    return 4\n\n\ndef g():\n    return 3\n"
     with pytest.raises(ToolError, match=r"(?s)harness.py: `old` occurs 0 times.*>5 \| def g\(\):"):
         workspace.call("edit_file", {"path": "harness.py", "old": "def g(x):", "new": "def k():"})
+    with pytest.raises(ToolError, match=r"argument 'old' must be a string \(arguments given: path, replace, search\)"):
+        workspace.call("edit_file", {"path": "harness.py", "search": "def g():", "replace": "def k():"})
