@@ -1,9 +1,10 @@
 """The built-in coding agent: an LLM tool loop over a private copy of a harness bundle.
 
 The model sees the specification and the bundle's file list, and works through six tools (list_files, read_file,
-write_file, edit_file, run_selftest, done) for at most ``max_turns`` turns. Every path is resolved inside the bundle
-and refused otherwise, so nothing is ever written outside the copy. A broken result is not this agent's concern:
-candidate validation rejects it.
+write_file, edit_file, run_selftest, done) for at most ``max_turns`` turns. ``edit_file`` is an exact search/replace
+whose misses come back with what to fix (:mod:`ecdysis.coders.search_replace`), so a near-miss gets a second try.
+Every path is resolved inside the bundle and refused otherwise, so nothing is ever written outside the copy. A
+broken result is not this agent's concern: candidate validation rejects it.
 
 >>> agent = BuiltinCodingAgent(gateway, "scripted/ecdysis.benchmarks.tau2.scripted:coder", backend)   # doctest: +SKIP
 >>> agent.apply(spec, private_copy, run_id="r1", round=0)                                     # doctest: +SKIP
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ecdysis.coders.prompts import render
+from ecdysis.coders.search_replace import EditNotApplied, apply_edit
 from ecdysis.harness import ValidationResult, check_bundle, harness_hash
 from ecdysis.harness import file_names as bundle_files
 from ecdysis.harness.validation import run_selftest
@@ -38,7 +40,8 @@ TOOLS: list[dict[str, Any]] = [
     _tool("list_files", "List the files of the harness bundle.", {}),
     _tool("read_file", "Read a file of the bundle.", {"path": _STR}),
     _tool("write_file", "Create or overwrite a file of the bundle.", {"path": _STR, "content": _STR}),
-    _tool("edit_file", "Replace the exact string `old` (occurring exactly once) by `new`.",
+    _tool("edit_file", "Search/replace: replace the exact text `old` (copied from the file, occurring exactly once) "
+          "by `new`. If `old` is not found, the result shows the closest region of the file to copy from.",
           {"path": _STR, "old": _STR, "new": _STR}),
     _tool("run_selftest", "Run the bundle's self-test in a sandbox.", {}),
     _tool("done", "Finish editing.", {"summary": _STR}),
@@ -83,21 +86,28 @@ class BundleWorkspace:
         if name == "write_file":
             return self._write(self.path(arguments.get("path", "")), _text(arguments, "content"))
         if name == "edit_file":
-            path = self.path(arguments.get("path", ""))
-            if not path.is_file():
-                raise ToolError(f"no such file: {arguments.get('path')}")
-            old, new = _text(arguments, "old"), _text(arguments, "new")
-            text = path.read_text(encoding="utf-8")
-            count = text.count(old) if old else 0
-            if count != 1:
-                raise ToolError(f"`old` must occur exactly once in {arguments.get('path')}; it occurs {count} times")
-            return self._write(path, text.replace(old, new, 1))
+            return self._edit(arguments)
         if name == "run_selftest":
             if self._selftest is None:
                 raise ToolError("no sandbox is configured for the self-test")
             result = self._selftest(self.root)
             return "selftest passed" if result.ok else f"selftest failed: {result.reason}"
         raise ToolError(f"unknown tool {name!r}")
+
+    def _edit(self, arguments: dict[str, Any]) -> str:
+        """One search/replace edit (:mod:`ecdysis.coders.search_replace`); a miss comes back with what to fix."""
+        path = self.path(arguments.get("path", ""))
+        if not path.is_file():
+            raise ToolError(f"no such file: {arguments.get('path')}")
+        old, new = _text(arguments, "old"), _text(arguments, "new")
+        try:
+            outcome = apply_edit(path.read_text(encoding="utf-8"), old, new)
+        except EditNotApplied as exc:
+            raise ToolError(f"{arguments.get('path')}: {exc}") from exc
+        written = self._write(path, outcome.text)
+        if outcome.note:
+            return f"{written}; note: {outcome.note}"
+        return f"{written}; replaced lines {outcome.first_line}-{outcome.last_line}"
 
     def _write(self, path: Path, content: str) -> str:
         if len(content.encode()) > MAX_FILE_BYTES:
@@ -111,7 +121,8 @@ class BundleWorkspace:
 def _text(arguments: dict[str, Any], key: str) -> str:
     value = arguments.get(key)
     if not isinstance(value, str):
-        raise ToolError(f"argument {key!r} must be a string")
+        given = ", ".join(sorted(arguments)) or "none"
+        raise ToolError(f"argument {key!r} must be a string (arguments given: {given})")
     return value
 
 

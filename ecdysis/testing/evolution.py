@@ -12,7 +12,9 @@ loudly instead of silently patching text that is no longer there. Then::
 - the diagnoser answers a ModificationSpec (JSON) derived from the failure batch in the prompt: one pattern and one
   change per failure signature, the change naming the fix whose ``recognises`` matches (else a generic one);
 - the coder works through the real coding tool loop: read the fix's file, apply each edit, run the self-test, done;
-  it changes nothing when the fix is already in, and says why when it cannot find what it must change.
+  it changes nothing when the fix is already in, and says why when it cannot find what it must change;
+- the near-miss coder (:func:`scripted_near_miss_coder`) first misquotes the text to replace, as small models do,
+  and then copies it from the closest region the edit tool's feedback shows.
 """
 
 from __future__ import annotations
@@ -145,6 +147,53 @@ def scripted_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
         if fix is None:
             return coding_step(messages, "harness.py", lambda text: [])
         return coding_step(messages, fix.file, fix.edits)
+
+    return coder
+
+
+def near_miss(text: str) -> str:
+    """``text`` as a small model misquotes it: its first ``-`` becomes ``_`` (else its first ``_`` becomes ``-``, else
+    its last character is dropped)."""
+    for wrong, right in (("-", "_"), ("_", "-")):
+        if wrong in text:
+            return text.replace(wrong, right, 1)
+    return text[:-1]
+
+
+def marked_region(feedback: str) -> str | None:
+    """The lines an ``edit_file`` miss marks as closest (``>  12 | text``), without their prefixes; None if none."""
+    lines = [line.split(" | ", 1)[1] for line in feedback.splitlines() if line.startswith(">") and " | " in line]
+    return "\n".join(lines) if lines else None
+
+
+def scripted_near_miss_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
+    """The first edit of :func:`scripted_coder`'s fix, but first sent with ``old`` misquoted (:func:`near_miss`);
+    on the miss, it copies the region the tool's feedback marks as closest into ``old`` and tries once more, then
+    runs the self-test and ends. It never looks at the file again after its first read."""
+
+    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+              context: dict[str, Any]) -> dict[str, Any]:
+        fix = next((f for f in fixes if f.hint in asked_changes(messages)), None)
+        results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+        turn = len(results)
+        if fix is None:
+            return tool_call(turn, "done", {"summary": "no known fix is asked for"})
+        if turn == 0:
+            return tool_call(turn, "read_file", {"path": fix.file})
+        planned = fix.edits(results[0])
+        if not planned:
+            return tool_call(turn, "done", {"summary": "nothing to change"})
+        old, new = planned[0]
+        if turn == 1:
+            return tool_call(turn, "edit_file", {"path": fix.file, "old": near_miss(old), "new": new})
+        if turn == 2 and results[1].startswith("error:"):
+            copied = marked_region(results[1])
+            if copied is None:
+                return tool_call(turn, "done", {"summary": f"gave up: {results[1]}"})
+            return tool_call(turn, "edit_file", {"path": fix.file, "old": copied, "new": new})
+        if turn <= 3:
+            return tool_call(turn, "run_selftest", {})
+        return tool_call(turn, "done", {"summary": results[-1]})
 
     return coder
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from ecdysis.records import ModificationSpec, ProposedChange, Role
 from ecdysis.store import ArtifactStore
 
 CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder"
+NEAR_MISS_CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder_near_miss"
 SPEC = ModificationSpec(spec_id="s1", proposed_changes=[ProposedChange(
     component="validation_rules", description=FIXES[0].hint, rationale="flaw")])
 
@@ -67,3 +69,37 @@ def test_workspace_never_touches_anything_outside_the_bundle(tmp_path: Path) -> 
         workspace.call("rm", {"path": "harness.py"})
 
 
+
+
+def test_a_near_miss_edit_is_corrected_from_the_tool_feedback(gateway: Gateway, backend: SandboxBackend, seed: Path,
+                                                              tmp_path: Path) -> None:
+    copy = copy_bundle(seed, tmp_path / "copy")
+    agent = BuiltinCodingAgent(gateway, NEAR_MISS_CODER, backend)
+    agent.apply(SPEC, copy, run_id="near", round=0)
+    assert FIX_MARKER in (copy / "harness.py").read_text()
+    edits = [json.loads(call["function"]["arguments"]) for m in agent.last_transcript if m["role"] == "assistant"
+             for call in m.get("tool_calls") or [] if call["function"]["name"] == "edit_file"]
+    assert [e["old"] for e in edits] == ["# RULES_END", "# RULES-END"]  # misquoted, then copied from the feedback
+    results = [m["content"] for m in agent.last_transcript if m["role"] == "tool"]
+    assert results[1].startswith("error: harness.py: `old` occurs 0 times")
+    seed_lines = (seed / "harness.py").read_text().splitlines()
+    assert f">{seed_lines.index('# RULES-END') + 1} | # RULES-END" in results[1]
+    assert [r.split(" ")[0] for r in results[2:]] == ["wrote", "selftest", "done"]
+    assert results[3] == "selftest passed"
+
+
+def test_workspace_edit_results_say_what_was_matched(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    root.mkdir()
+    (root / "harness.py").write_text("def f():\n    return 1  \n\n\ndef g():\n    return 2\n")
+    workspace = BundleWorkspace(root)
+    assert workspace.call("edit_file", {"path": "harness.py", "old": "return 2", "new": "return 3"}).endswith(
+        "replaced lines 6-6")
+    normalised = workspace.call("edit_file", {"path": "harness.py", "old": "def f():\n    return 1\n",
+                                              "new": "def f():\n    return 4\n"})  # the file has trailing spaces
+    assert normalised.startswith("wrote harness.py") and "note: matched lines 1-2 only after normalising" in normalised
+    assert (root / "harness.py").read_text() == "def f():\n    return 4\n\n\ndef g():\n    return 3\n"
+    with pytest.raises(ToolError, match=r"(?s)harness.py: `old` occurs 0 times.*>5 \| def g\(\):"):
+        workspace.call("edit_file", {"path": "harness.py", "old": "def g(x):", "new": "def k():"})
+    with pytest.raises(ToolError, match=r"argument 'old' must be a string \(arguments given: path, replace, search\)"):
+        workspace.call("edit_file", {"path": "harness.py", "search": "def g():", "replace": "def k():"})

@@ -105,6 +105,62 @@ def test_offered_names_reads_openai_tools() -> None:
     assert offered_names(None) == set()
 
 
+# ---- OpenAI-shaped calls written as text ----------------------------------------------------------------------
+def _openai(name: str, arguments: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_an_openai_shaped_call_with_string_arguments_is_decoded() -> None:
+    content = json.dumps({"id": "call_1", **_openai("get_weather", json.dumps({"city": "Lima"}))})
+    calls, rest = parse_tool_calls(content, NAMES)
+    assert _calls(content) == [("get_weather", {"city": "Lima"})] and rest is None
+    assert calls[0]["id"].startswith("call_") and calls[0]["type"] == "function"
+
+
+def test_an_openai_shaped_call_with_object_arguments_in_a_fence_after_prose() -> None:
+    content = "I will list them.\n```json\n" + json.dumps(_openai("list_files", {"path": "/srv"}), indent=2) + "\n```"
+    _, rest = parse_tool_calls(content, NAMES)
+    assert _calls(content) == [("list_files", {"path": "/srv"})]
+    assert rest == "I will list them."
+
+
+def test_a_list_of_openai_shaped_calls() -> None:
+    content = json.dumps([_openai("list_files", "{}"), _openai("get_weather", {"city": "Oslo"})])
+    assert _calls(content) == [("list_files", {}), ("get_weather", {"city": "Oslo"})]
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+def test_a_tool_calls_wrapper_keeps_its_content_as_text(fenced: bool) -> None:
+    wrapper = json.dumps({"role": "assistant", "content": "Checking the weather.",
+                          "tool_calls": [{"id": "a", **_openai("get_weather", '{"city": "Rome"}')},
+                                         {"name": "list_files", "arguments": {}}]})
+    content = f"```json\n{wrapper}\n```" if fenced else wrapper
+    calls, rest = parse_tool_calls(content, NAMES)
+    assert _calls(content) == [("get_weather", {"city": "Rome"}), ("list_files", {})]
+    assert rest == "Checking the weather." and len({c["id"] for c in calls}) == 2
+
+
+@pytest.mark.parametrize("content", [
+    json.dumps(_openai("delete_everything", "{}")),                                     # unknown name
+    json.dumps({"tool_calls": [_openai("delete_everything", {})]}),                      # unknown name, wrapped
+    json.dumps({"tool_calls": [_openai("get_weather", {}), _openai("rm", {})]}),         # not all offered
+    json.dumps([_openai("list_files", {}), {"type": "function"}]),                      # a list not all calls
+    json.dumps(_openai("get_weather", "{city")),                                        # arguments not JSON
+    json.dumps(_openai("get_weather", "[1]")),                                          # arguments not an object
+    json.dumps({"type": "retrieval", "function": {"name": "get_weather", "arguments": {}}}),  # not a function call
+    json.dumps({"tool_calls": []}),                                                     # no calls at all
+])
+def test_openai_shaped_text_that_is_no_offered_call_stays_content(content: str) -> None:
+    assert parse_tool_calls(content, NAMES) == ([], content)
+
+
+def test_prose_with_json_that_is_no_call_is_left_as_text() -> None:
+    content = ('The schema is {"type": "function", "function": {"description": "weather"}} and the answer '
+               '{"name": "Paris", "population": 2100000}; nested: {"result": ' + json.dumps(_openai("get_weather", {}))
+               + "}. A list: [1, 2, 3].")
+    assert parse_tool_calls(content, NAMES) == ([], content)
+
+
 # ---- through the gateway ---------------------------------------------------------------------------------------
 WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 MESSAGES = [{"role": "user", "content": "weather in Paris?"}]
@@ -148,6 +204,18 @@ def test_gateway_keeps_structured_tool_calls_over_text() -> None:
                                                                  tools=WEATHER)
     [call] = reply.tool_calls
     assert json.loads(call["function"]["arguments"]) == {"city": "Bern"} and reply.content == FENCED
+
+
+def test_gateway_lenient_model_reads_an_openai_tool_calls_wrapper() -> None:
+    def wrapped(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+        return json.dumps({"tool_calls": [_openai("get_weather", json.dumps({"city": "Quito"}))]})
+
+    with StubServer(wrapped) as stub:
+        reply = _gateway(stub, ToolCallParsing.LENIENT).complete("openai/qwen", MESSAGES, role=Role.TASK,
+                                                                 tools=WEATHER)
+    [call] = reply.tool_calls
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Quito"}
+    assert reply.content is None
 
 
 def test_tool_call_parsing_rejects_an_unknown_mode() -> None:

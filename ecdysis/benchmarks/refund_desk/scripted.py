@@ -7,6 +7,8 @@
   :data:`FIXES` with :mod:`ecdysis.testing.evolution`; the coder patches ``harness.py`` as read from the bundle);
 - :func:`coder_one_order`: a coder whose rule fixes ``order-1`` only: the mean rises on one task (the ``paired``
   acceptance policy's case of a win that is no evidence);
+- :data:`coder_near_miss`: the same fix by a coder that misquotes the text to replace at first, as small models do,
+  and corrects it from the edit tool's feedback;
 - :func:`coder_lower_score`: a coder that makes the harness worse (blocks every refund); the generic broken coders
   of :mod:`ecdysis.testing.evolution` (:func:`coder_syntax_error`, :func:`coder_bad_selftest`) are reachable here too.
 """
@@ -26,6 +28,7 @@ from ecdysis.testing.evolution import (  # noqa: F401 - the generic broken coder
     replace_text,
     scripted_coder,
     scripted_diagnoser,
+    scripted_near_miss_coder,
     tool_call,
 )
 
@@ -66,6 +69,7 @@ FIXES = (
 )
 diagnoser = scripted_diagnoser(FIXES)
 coder = scripted_coder(FIXES)
+coder_near_miss = scripted_near_miss_coder(FIXES)
 
 
 def task_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
