@@ -219,6 +219,16 @@ class _Episode:
                     target.annotation = text if target.annotation is None else target.annotation + "\n" + text
 
 
+def call_context(request: EpisodeRequest) -> dict[str, Any]:
+    """The ids every model call of ``request``'s episode is accounted under (and its trial seeded by)."""
+    return {
+        "run_id": request.run_id, "round": request.round, "phase": request.phase,
+        "benchmark": request.task.benchmark, "domain": request.task.domain, "task_id": request.task.task_id,
+        "trial": request.trial, "seed": request.seed, "trajectory_id": request.trajectory_id(),
+        "harness_hash": request.harness_hash,
+    }
+
+
 def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMClient,
                 environment: Callable[[dict[str, Any]], EpisodeEnvironment]) -> Trajectory:
     """Run one rollout in a sandbox against the environment ``environment(context)`` builds (``context``: the ids
@@ -228,12 +238,7 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
 
     started = time.monotonic()
     trajectory_id = request.trajectory_id()
-    context: dict[str, Any] = {
-        "run_id": request.run_id, "round": request.round, "phase": request.phase,
-        "benchmark": request.task.benchmark, "domain": request.task.domain, "task_id": request.task.task_id,
-        "trial": request.trial, "seed": request.seed, "trajectory_id": trajectory_id,
-        "harness_hash": request.harness_hash,
-    }
+    context = call_context(request)
     episode: _Episode | None = None
     reason = TerminationReason.INFRASTRUCTURE_ERROR
     error: str | None = None
