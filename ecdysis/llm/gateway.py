@@ -31,6 +31,7 @@ from ecdysis.llm.errors import BudgetExceeded, CacheMiss, DeadlineExceeded, LLMC
 from ecdysis.llm.pricing import is_priced, response_cost
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
+from ecdysis.llm.streaming import streamed
 from ecdysis.llm.tool_text import offered_names, parse_tool_calls
 from ecdysis.llm.trial_seed import seeded
 from ecdysis.protocols import Completion, Store
@@ -234,7 +235,8 @@ class Gateway:
                         if left <= 0:
                             raise TimeoutError("the caller's deadline passed before this attempt")
                         kwargs["timeout"] = attempt_timeout(self.config.timeout_s, left)
-                    response = litellm.completion(**kwargs)
+                    response = (streamed(kwargs, time.monotonic() + kwargs["timeout"]) if route_.streams(tools)
+                                else litellm.completion(**kwargs))
                 break
             except Exception as exc:
                 retryable = is_retryable(exc)

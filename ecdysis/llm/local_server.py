@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
-from ecdysis.llm.config import GatewayConfig, ModelConfig, ToolCallParsing
+from ecdysis.llm.config import GatewayConfig, ModelConfig, Streaming, ToolCallParsing
 from ecdysis.llm.local_models import SPLIT_MODELS, fetched
 from ecdysis.llm.routing import LOCAL_API_BASE_ENV
 
@@ -217,10 +217,16 @@ class LocalModelServer:
     def model_config(self) -> ModelConfig:
         """The gateway routing entry for :attr:`model`: this server's endpoint and a concurrency of its slots.
         Tool calls: ``llama-server`` parses them with the model's own template, and what it leaves as text is read
-        leniently; on llama-cpp-python, lenient where the model runs on its own template (``chat_format=None``)."""
+        leniently; on llama-cpp-python, lenient where the model runs on its own template (``chat_format=None``).
+        Calls stream, so that a call the gateway gives up on stops the server's decoding (:mod:`ecdysis.llm.streaming`:
+        llama-cpp-python runs an abandoned plain request to its end, llama-server did half the time); under a
+        llama-cpp-python chat format (its ``chatml-function-calling`` refuses to stream a tool choice) only calls that
+        offer no tools stream."""
         lenient = self.engine_used == LLAMA_SERVER or self.chat_format is None
         parsing = ToolCallParsing.LENIENT if lenient else ToolCallParsing.NATIVE
-        return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing, max_concurrency=self.slots)
+        streaming = Streaming.ON if lenient else Streaming.WITHOUT_TOOLS
+        return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing, max_concurrency=self.slots,
+                           streaming=streaming)
 
     def _choose_engine(self) -> Path | None:
         """The ``llama-server`` binary to run, or None for llama-cpp-python's server; sets :attr:`engine_note`."""
