@@ -66,6 +66,7 @@ def episode_requests(tasks: Sequence[Task], *, harness_dir: Path, harness_hash: 
             task=task, harness_dir=harness_dir, harness_hash=harness_hash, model=model, user_model=user_model,
             trial=trial, seed=seed + trial, run_id=run_id, round=round, phase=phase,
             max_steps=settings.max_steps, wall_clock_s=settings.wall_clock_s,
+            max_wall_clock_s=settings.max_wall_clock_s,
         )
         for task in tasks
         for trial in range(trials)

@@ -160,6 +160,9 @@ MAX_STEPS = 30
 """Task-model turns per episode, unless ``rollouts.max_steps`` says otherwise (the one default of that setting)."""
 WALL_CLOCK_S = 300.0
 """Wall-clock seconds per episode, unless ``rollouts.wall_clock_s`` says otherwise (the one default)."""
+HARD_CAP_FACTOR = 3.0
+"""An episode's hard wall-clock cap, model waits included, is this many times its budget unless
+``rollouts.max_wall_clock_s`` says otherwise (the one default)."""
 
 
 class EpisodeRequest(BaseModel):
@@ -190,6 +193,15 @@ class EpisodeRequest(BaseModel):
     max_errors: int = Field(default=10, ge=1)
     """Failed tool calls before the episode ends with ``too_many_errors`` (τ²'s default)."""
     wall_clock_s: float = Field(default=WALL_CLOCK_S, gt=0)
+    """The harness's wall-clock budget: the time the host spends waiting on a model server for the episode is not
+    counted (:class:`ecdysis.sandbox.clock.EpisodeClock`)."""
+    max_wall_clock_s: float | None = Field(default=None, gt=0)
+    """Hard cap on the episode's wall time, model waits included; None: ``HARD_CAP_FACTOR`` × ``wall_clock_s``."""
+
+    def hard_cap_s(self) -> float:
+        """The episode's hard wall-clock cap (never below its budget)."""
+        cap = self.max_wall_clock_s if self.max_wall_clock_s is not None else HARD_CAP_FACTOR * self.wall_clock_s
+        return max(cap, self.wall_clock_s)
 
     def trajectory_id(self) -> str:
         """Deterministic id of this rollout attempt."""

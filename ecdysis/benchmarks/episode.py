@@ -11,7 +11,8 @@ Endings (``Trajectory.termination_reason``):
   ``agent_stop``; the harness finished → its reason (``agent_stop``, ``max_steps``, ``too_many_errors``,
   ``harness_error``);
 - more than ``max_steps`` ``llm.complete`` requests → ``max_steps``; ``max_errors`` failed tool calls →
-  ``too_many_errors``; past ``wall_clock_s`` → ``timeout``;
+  ``too_many_errors``; past ``wall_clock_s`` of the harness's own time (the host's waits on the task model and the
+  simulated user are left out) or past the hard cap ``max_wall_clock_s`` of wall time → ``timeout``;
 - the task model's gateway call failed → ``llm_error`` (``budget_exceeded`` when the run's budget is spent);
 - the sandbox could not start → ``sandbox_error``; the environment could not be set up, or failed on its own
   (its simulated user's provider is down) → ``infrastructure_error`` (both retried above);
@@ -39,6 +40,7 @@ from typing import Any
 from ecdysis.errors import InfrastructureFault
 from ecdysis.protocols import EpisodeEnvironment, EpisodeRequest, LLMClient, SandboxBackend
 from ecdysis.records import Role, TerminationReason, TokenUsage, ToolCall, Trajectory
+from ecdysis.sandbox.clock import EpisodeClock
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +110,8 @@ class _Episode:
         self.steps = 0
         self.errors = 0
         self.user_stopped = False
-        self.deadline: float | None = None
-        """When the wall-clock budget runs out (``time.monotonic()``): model calls are cut off there."""
+        self.clock = EpisodeClock(request.wall_clock_s, request.hard_cap_s())
+        """The episode's clock (restarted when the protocol starts); model calls are cut off at its hard cap."""
 
     def handlers(self) -> dict[str, Any]:
         return {"llm.complete": self.complete, "user.respond": self.respond, "tool.call": self.call,
@@ -137,16 +139,17 @@ class _Episode:
         if self.steps > self.request.max_steps:
             raise EndEpisode(TerminationReason.MAX_STEPS, f"more than {self.request.max_steps} model turns")
         try:
-            completion = self.llm.complete(self.request.model, messages, role=Role.TASK, tools=tools,
-                                           context=self.context, deadline=self.deadline)
+            with self.clock.waiting_on_model():
+                completion = self.llm.complete(self.request.model, messages, role=Role.TASK, tools=tools,
+                                               context=self.context, deadline=self.clock.hard_deadline)
         except BudgetExceeded as exc:
             if exc.completion is not None:  # the call that crossed the budget was made and paid for
                 done = exc.completion
                 self.usage.add(done.tokens, int(done.cache_hit), done.cost_usd)
             raise EndEpisode(TerminationReason.BUDGET_EXCEEDED, str(exc)) from exc
         except DeadlineExceeded as exc:
-            raise EndEpisode(TerminationReason.TIMEOUT, f"wall-clock budget ran out during a task-model call: {exc}") \
-                from exc
+            raise EndEpisode(TerminationReason.TIMEOUT, f"{self.clock.hard_cap_note()} during a task-model call: "
+                                                        f"{exc}") from exc
         except Exception as exc:
             raise EndEpisode(TerminationReason.LLM_ERROR, f"{type(exc).__name__}: {exc}") from exc
         self.usage.add(completion.tokens, int(completion.cache_hit), completion.cost_usd)
@@ -162,7 +165,8 @@ class _Episode:
         if len(text) > MAX_USER_TEXT:
             raise HandlerError("bad_request", f"user.respond 'text' is longer than {MAX_USER_TEXT} characters")
         self.messages.append(agent_text(text))
-        reply, stop = self.env.respond(text, deadline=self.deadline)
+        with self.clock.waiting_on_model():  # the simulated user's model, served on the trusted side
+            reply, stop = self.env.respond(text, deadline=self.clock.hard_deadline)
         self.messages.append(user_text(reply, stop))
         self.user_stopped = stop
         return {"text": reply, "stop": stop}
@@ -219,6 +223,16 @@ class _Episode:
                     target.annotation = text if target.annotation is None else target.annotation + "\n" + text
 
 
+def call_context(request: EpisodeRequest) -> dict[str, Any]:
+    """The ids every model call of ``request``'s episode is accounted under (and its trial seeded by)."""
+    return {
+        "run_id": request.run_id, "round": request.round, "phase": request.phase,
+        "benchmark": request.task.benchmark, "domain": request.task.domain, "task_id": request.task.task_id,
+        "trial": request.trial, "seed": request.seed, "trajectory_id": request.trajectory_id(),
+        "harness_hash": request.harness_hash,
+    }
+
+
 def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMClient,
                 environment: Callable[[dict[str, Any]], EpisodeEnvironment]) -> Trajectory:
     """Run one rollout in a sandbox against the environment ``environment(context)`` builds (``context``: the ids
@@ -228,12 +242,7 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
 
     started = time.monotonic()
     trajectory_id = request.trajectory_id()
-    context: dict[str, Any] = {
-        "run_id": request.run_id, "round": request.round, "phase": request.phase,
-        "benchmark": request.task.benchmark, "domain": request.task.domain, "task_id": request.task.task_id,
-        "trial": request.trial, "seed": request.seed, "trajectory_id": trajectory_id,
-        "harness_hash": request.harness_hash,
-    }
+    context = call_context(request)
     episode: _Episode | None = None
     reason = TerminationReason.INFRASTRUCTURE_ERROR
     error: str | None = None
@@ -255,8 +264,9 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
                 reason = TerminationReason.SANDBOX_ERROR
                 error = f"sandbox could not start: {type(exc).__name__}: {exc}"
             else:
-                episode.deadline = time.monotonic() + request.wall_clock_s
+                episode.clock = EpisodeClock(request.wall_clock_s, request.hard_cap_s())
                 outcome = run_protocol(sandbox, start, episode.handlers(), wall_clock_s=request.wall_clock_s,
+                                       clock=episode.clock,
                                        max_requests=request.max_steps * 20 + 100)
                 episode.apply_events(outcome.events)
                 reason = TerminationReason.USER_STOP if episode.user_stopped else outcome.finish_reason

@@ -118,8 +118,8 @@ def local_servers(plan: LocalPlan, *, with_user: bool,
 
 
 def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalModelServer]) -> RunConfig:
-    """``cfg`` with every role on its local model and each model routed to its own server (endpoint and
-    tool-call parsing over the config's own entry for it)."""
+    """``cfg`` with every role on its local model and each model routed to its own server (endpoint, tool-call
+    parsing, slots and streaming over the config's own entry for it)."""
     agent = servers[plan.agent].model
     user = servers[plan.user].model if plan.user in servers else agent
     models = cfg.models.model_copy(update={"task": [agent], "user": user, "diagnoser": agent, "coder": agent})
@@ -129,7 +129,8 @@ def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalM
         entry = routes.get(server.model)
         routes[server.model] = served if entry is None else entry.model_copy(
             update={"api_base": served.api_base, "tool_call_parsing": served.tool_call_parsing,
-                    "max_concurrency": served.max_concurrency, "context_tokens": served.context_tokens})
+                    "max_concurrency": served.max_concurrency, "context_tokens": served.context_tokens,
+                    "streaming": served.streaming})
     llm = cfg.llm.model_copy(update={"models": routes})
     # Episodes at once: as many as the agent's server decodes at once (one on llama-cpp-python's server).
     rollouts = cfg.rollouts.model_copy(update={"workers": 1, "episodes_per_worker": servers[plan.agent].slots})

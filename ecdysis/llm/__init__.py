@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig, ToolCallParsing
+from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig, Streaming, ToolCallParsing
 from ecdysis.llm.errors import (
     BudgetExceeded,
     CacheMiss,
@@ -34,6 +34,7 @@ __all__ = [
     "LocalModelServer",
     "ModelConfig",
     "ProviderBlockedError",
+    "Streaming",
     "StructuredOutputError",
     "ToolCallParsing",
 ]

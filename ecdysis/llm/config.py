@@ -27,6 +27,16 @@ class ToolCallParsing(StrEnum):
     offered tools (models served with their own chat template); see :mod:`ecdysis.llm.tool_text`."""
 
 
+class Streaming(StrEnum):
+    """Which calls to a model are streamed (:attr:`ModelConfig.streaming`)."""
+
+    OFF = "off"
+    ON = "on"
+    WITHOUT_TOOLS = "without_tools"
+    """Calls that offer no tools: for a server whose function-calling format cannot stream a tool choice
+    (llama-cpp-python's ``chatml-function-calling`` refuses to)."""
+
+
 class ModelConfig(BaseModel):
     """How one model string is served."""
 
@@ -51,6 +61,12 @@ class ModelConfig(BaseModel):
     context_tokens: int | None = Field(default=None, ge=256)
     """The model's context window in tokens (a local server's ``n_ctx``); diagnosis prompts are sized to it. None:
     litellm's model map says, where it knows the model."""
+    streaming: Streaming = Streaming.OFF
+    """Which calls receive their reply as a stream (the caller still gets it whole), so that a call the gateway gives
+    up on stops the server's decoding: for servers that cancel only a streamed request when its client leaves
+    (llama-cpp-python's; llama-server noticed a plain request's closed connection only some of the time). A streamed
+    reply's token counts are the server's where it reports usage in the stream (llama-server does), else litellm's own
+    count (llama-cpp-python's server: a few tokens off)."""
 
 
 class LocalServingConfig(BaseModel):

@@ -31,7 +31,9 @@ from ecdysis.llm.errors import BudgetExceeded, CacheMiss, DeadlineExceeded, LLMC
 from ecdysis.llm.pricing import is_priced, response_cost
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
+from ecdysis.llm.streaming import streamed
 from ecdysis.llm.tool_text import offered_names, parse_tool_calls
+from ecdysis.llm.trial_seed import seeded
 from ecdysis.protocols import Completion, Store
 from ecdysis.records import LLMCallRecord, Role, TokenUsage
 
@@ -67,7 +69,8 @@ class Gateway:
     def complete(self, model: str, messages: Sequence[dict[str, Any]], *, role: Role | str,
                  tools: Sequence[dict[str, Any]] | None = None, context: dict[str, Any] | None = None,
                  cache: bool | None = None, deadline: float | None = None, **params: Any) -> Completion:
-        """One completion. ``cache`` overrides the cache rule for this call; ``params`` go to litellm.
+        """One completion. ``cache`` overrides the cache rule for this call; ``params`` go to litellm. An episode's call
+        to a ``local/`` model samples with its trial's seed (:func:`ecdysis.llm.trial_seed.seeded`).
 
         ``deadline`` is a ``time.monotonic()`` instant: each attempt's timeout is cut to the time left (rounded up to
         whole seconds: :func:`attempt_timeout`), and no retry starts that could not finish before it.
@@ -80,6 +83,8 @@ class Gateway:
         ctx = {**self._context, **(context or {}), "role": role.value, "model": model}
         run_id = str(ctx.get("run_id") or "")
         route_ = route(model, self.config)
+        if route_.local and role in EPISODE_ROLES:  # trials of a task sample apart; its cache key holds the seed
+            params = seeded(params, route_.params, ctx)
         self._check_budget(run_id)
         started = time.monotonic()
         if self._replaying:
@@ -231,7 +236,8 @@ class Gateway:
                         if left <= 0:
                             raise TimeoutError("the caller's deadline passed before this attempt")
                         kwargs["timeout"] = attempt_timeout(self.config.timeout_s, left)
-                    response = litellm.completion(**kwargs)
+                    response = (streamed(kwargs, time.monotonic() + kwargs["timeout"]) if route_.streams(tools)
+                                else litellm.completion(**kwargs))
                 break
             except Exception as exc:
                 retryable = is_retryable(exc)

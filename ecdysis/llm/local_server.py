@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import signal
 import socket
@@ -32,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
-from ecdysis.llm.config import GatewayConfig, ModelConfig, ToolCallParsing
+from ecdysis.llm.config import GatewayConfig, ModelConfig, Streaming, ToolCallParsing
 from ecdysis.llm.local_models import SPLIT_MODELS, fetched
 from ecdysis.llm.routing import LOCAL_API_BASE_ENV
 
@@ -47,6 +48,40 @@ def default_parallel() -> int:
     """Slots of a local server when the config names none: two per core, at least 2 and at most 8 (on a CPU, batched
     decoding reads the weights once per step for every slot, so throughput grows with slots until compute runs out)."""
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+def busy_cores(sample_s: float = 0.5) -> float:
+    """Cores busy with other work right now: the non-idle share of all CPU time over ``sample_s`` seconds of
+    ``/proc/stat``, times the cores; the 1-minute load average where ``/proc/stat`` cannot be read."""
+    first = _cpu_times()
+    if first is None:
+        return min(float(os.cpu_count() or 1), os.getloadavg()[0])
+    time.sleep(sample_s)
+    second = _cpu_times()
+    if second is None:
+        return min(float(os.cpu_count() or 1), os.getloadavg()[0])
+    (total_0, idle_0, cores), (total_1, idle_1, _) = first, second
+    elapsed = total_1 - total_0
+    return 0.0 if elapsed <= 0 else cores * (1.0 - (idle_1 - idle_0) / elapsed)
+
+
+def _cpu_times() -> tuple[int, int, int] | None:
+    """(all jiffies, idle + iowait jiffies, cores) of ``/proc/stat``, or None where there is none."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    fields = [int(value) for value in lines[0].split()[1:]]
+    cores = sum(1 for line in lines[1:] if line.startswith("cpu"))
+    return sum(fields[:8]), fields[3] + fields[4], max(1, cores)  # guest time is already counted in user time
+
+
+def free_threads(cores: int, busy: float) -> int:
+    """Decoding threads for a server on ``cores`` cores of which ``busy`` (a measured, fractional count) are taken:
+    the cores left, at least one. A decoding thread that shares its core with another process stalls every step of
+    the others (llama.cpp's threads meet at a barrier per layer): with one busy neighbour on 2 cores, 1 thread made
+    15.7 tokens/s and 2 threads 6.8."""
+    return max(1, cores - math.floor(busy + 0.5))
 
 
 class LocalServerError(RuntimeError):
@@ -127,7 +162,7 @@ class LocalModelServer:
         model: ``"smollm2"`` (default, SmolLM2-135M-Instruct), ``"qwen-1.5b"`` / ``"qwen-0.5b"`` (opt-in, fetched
             beforehand) or a path to a GGUF file.
         name: the ``local/<name>`` model string it serves; defaults to the short model name or the file stem.
-        n_threads: CPU threads; default all cores.
+        n_threads: CPU threads; None: the cores not busy when the server starts (:func:`free_threads`).
         n_ctx: context window in tokens.
         chat_format: llama.cpp's chat format; None uses the template stored in the GGUF file (the model's own,
             which writes tool calls as text: pair it with ``ModelConfig.tool_call_parsing="lenient"``).
@@ -146,7 +181,8 @@ class LocalModelServer:
             raise LocalServerError(f"unknown local engine {engine!r}; known: {', '.join(ENGINES)}")
         self.model_path_spec = model
         self.name = name or (model if model == DEFAULT_MODEL or model in SPLIT_MODELS else Path(model).stem)
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads
+        """Decoding threads: as given, else chosen by :meth:`start` from the cores free then."""
         self.n_ctx = n_ctx
         self.chat_format = chat_format
         self.startup_timeout_s = startup_timeout_s
@@ -181,11 +217,16 @@ class LocalModelServer:
     def model_config(self) -> ModelConfig:
         """The gateway routing entry for :attr:`model`: this server's endpoint and a concurrency of its slots.
         Tool calls: ``llama-server`` parses them with the model's own template, and what it leaves as text is read
-        leniently; on llama-cpp-python, lenient where the model runs on its own template (``chat_format=None``)."""
+        leniently; on llama-cpp-python, lenient where the model runs on its own template (``chat_format=None``).
+        Calls stream, so that a call the gateway gives up on stops the server's decoding (:mod:`ecdysis.llm.streaming`:
+        llama-cpp-python runs an abandoned plain request to its end, llama-server did half the time); under a
+        llama-cpp-python chat format (its ``chatml-function-calling`` refuses to stream a tool choice) only calls that
+        offer no tools stream."""
         lenient = self.engine_used == LLAMA_SERVER or self.chat_format is None
         parsing = ToolCallParsing.LENIENT if lenient else ToolCallParsing.NATIVE
+        streaming = Streaming.ON if lenient else Streaming.WITHOUT_TOOLS
         return ModelConfig(api_base=self.api_base, tool_call_parsing=parsing, max_concurrency=self.slots,
-                           context_tokens=self.n_ctx)
+                           context_tokens=self.n_ctx, streaming=streaming)
 
     def _choose_engine(self) -> Path | None:
         """The ``llama-server`` binary to run, or None for llama-cpp-python's server; sets :attr:`engine_note`."""
@@ -216,6 +257,16 @@ class LocalModelServer:
         self.engine_note = f"llama-cpp-python's server, one request at a time: {why}"
         return None
 
+    def _choose_threads(self) -> None:
+        """Sets :attr:`n_threads` (unless given) to the cores free right now, and says so in :attr:`engine_note`."""
+        cores = os.cpu_count() or 1
+        if self.n_threads is not None:
+            self.engine_note += f"; {self.n_threads} threads (as configured)"
+            return
+        busy = busy_cores()
+        self.n_threads = free_threads(cores, busy)
+        self.engine_note += f"; {self.n_threads} threads ({busy:.1f} of {cores} cores busy at start)"
+
     def _command(self, path: Path, binary: Path | None) -> list[str]:
         assert self.port is not None
         if binary is not None:  # the chat format is the model's own (chat_format applies to llama-cpp-python only)
@@ -235,6 +286,7 @@ class LocalModelServer:
     def start(self) -> LocalModelServer:
         """Start the server and wait until it answers; raises :class:`LocalServerError` with its log tail."""
         binary = self._choose_engine()
+        self._choose_threads()
         path = resolve_model_path(self.model_path_spec)
         self.port = free_port()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from ecdysis.llm.config import GatewayConfig, ToolCallParsing
+from ecdysis.llm.config import GatewayConfig, Streaming, ToolCallParsing
 from ecdysis.llm.errors import GatewayError, ProviderBlockedError
 
 BLOCK_ENV = "ECDYSIS_BLOCK_PROVIDERS"
@@ -33,6 +33,12 @@ class Route:
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
     tool_call_parsing: ToolCallParsing = ToolCallParsing.NATIVE
+    streaming: Streaming = Streaming.OFF
+    """Which calls receive their reply as a stream (:attr:`ecdysis.llm.config.ModelConfig.streaming`)."""
+
+    def streams(self, tools: object) -> bool:
+        """Whether a call offering ``tools`` (None or empty: none) is streamed."""
+        return self.streaming == Streaming.ON or (self.streaming == Streaming.WITHOUT_TOOLS and not tools)
 
     @property
     def scripted(self) -> bool:
@@ -96,7 +102,8 @@ def route(model: str, config: GatewayConfig) -> Route:
                  max_concurrency=limit, params=dict(entry.params) if entry else {},
                  input_cost_per_token=entry.input_cost_per_token if entry else None,
                  output_cost_per_token=entry.output_cost_per_token if entry else None,
-                 tool_call_parsing=entry.tool_call_parsing if entry else ToolCallParsing.NATIVE)
+                 tool_call_parsing=entry.tool_call_parsing if entry else ToolCallParsing.NATIVE,
+                 streaming=entry.streaming if entry else Streaming.OFF)
 
 
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}

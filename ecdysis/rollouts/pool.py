@@ -163,7 +163,7 @@ class RolloutPool:
                 request = requests[index].model_copy(update={"attempt": attempt})
                 ref = worker.run.remote(request)
                 in_flight[ref] = (index, attempt, worker, request)
-                deadlines[ref] = time.monotonic() + request.wall_clock_s + self.settings.episode_grace_s
+                deadlines[ref] = time.monotonic() + request.hard_cap_s() + self.settings.episode_grace_s
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=5.0)
             self._kill_hung(in_flight, deadlines, done)
             for ref in done:

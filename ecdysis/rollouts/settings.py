@@ -36,7 +36,11 @@ class RolloutOptions(BaseModel):
     max_steps: int = Field(default=MAX_STEPS, ge=1)
     """Task-model turns (LLM calls) one episode may make before it ends with max_steps."""
     wall_clock_s: float = Field(default=WALL_CLOCK_S, gt=0)
-    """Wall-clock budget of one episode."""
+    """Wall-clock budget of one episode's harness; time spent waiting on a model server (queued behind other
+    episodes, decoding on a saturated server) is not counted."""
+    max_wall_clock_s: float | None = Field(default=None, gt=0)
+    """Hard cap on one episode's wall time, model waits included (None: 3 × ``wall_clock_s``,
+    ``ecdysis.protocols.HARD_CAP_FACTOR``). Keep it within the sandbox's own lifetime (``sandbox.wall_clock_s``)."""
 
 
 class RolloutSettings(RolloutOptions):
@@ -55,7 +59,7 @@ class RolloutSettings(RolloutOptions):
     """Benchmarks whose episodes this pool runs; each worker builds and preloads them before running episodes in
     threads (a request's task names its benchmark)."""
     episode_grace_s: float = 120.0
-    """An episode still running this long past its wall-clock budget is deemed hung: its worker is replaced and
+    """An episode still running this long past its hard wall-clock cap is deemed hung: its worker is replaced and
     the episode retried as an infrastructure fault."""
 
     @classmethod

@@ -16,6 +16,7 @@ from typing import Any
 
 from ecdysis.protocols import Sandbox
 from ecdysis.records import TerminationReason
+from ecdysis.sandbox.clock import EpisodeClock
 from ecdysis.sandbox.errors import ProtocolViolation, SandboxExited
 
 OPS = frozenset({"llm.complete", "user.respond", "tool.call", "tool.peek"})
@@ -82,28 +83,31 @@ def _violation(text: str) -> _Ended:
 
 
 def run_protocol(sandbox: Sandbox, start: dict[str, Any], handlers: Mapping[str, Callable[[dict[str, Any]], Any]],
-                 *, wall_clock_s: float, max_requests: int, max_events: int = MAX_EVENTS) -> ProtocolOutcome:
+                 *, wall_clock_s: float, max_requests: int, max_events: int = MAX_EVENTS,
+                 clock: EpisodeClock | None = None) -> ProtocolOutcome:
     """Run one episode in ``sandbox`` (already past ``ready``) and close it.
 
     ``start`` is the start message (``mode``, ``session``; ``type`` is added). Each request is answered by
     ``handlers[op](params)``; a HandlerError becomes an ``ok: false`` response, EndEpisode ends the episode with
     its reason, any other exception ends it as ``harness_error`` naming the exception.
+
+    ``clock`` times the episode (its handlers leave their model waits out of it); None: ``wall_clock_s`` of plain
+    wall time, started now.
     """
     started = time.monotonic()
-    deadline = started + wall_clock_s
+    clock = clock or EpisodeClock(wall_clock_s)
     mode = start.get("mode", "episode")
     outcome = ProtocolOutcome(finish_reason=TerminationReason.SANDBOX_ERROR,
                               start_latency_s=getattr(sandbox, "start_latency_s", None))
-    # A write can block (a runtime that stops reading its input); stopping the sandbox at the deadline unblocks it.
-    guard = threading.Timer(wall_clock_s, sandbox.close)
-    guard.daemon = True
-    guard.start()
+    # A write can block (a runtime that stops reading its input); stopping the sandbox when the clock runs out
+    # unblocks it.
+    guard = _guard(clock, sandbox)
     try:
         sandbox.send({**start, "type": "start"})
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = clock.remaining_s()
             if remaining <= 0:
-                raise _Ended(TerminationReason.TIMEOUT, f"wall-clock budget of {wall_clock_s:g}s exceeded")
+                raise _Ended(TerminationReason.TIMEOUT, clock.overrun_note())
             message = sandbox.receive(remaining)
             if message is None:
                 continue
@@ -132,9 +136,9 @@ def run_protocol(sandbox: Sandbox, start: dict[str, Any], handlers: Mapping[str,
     except ProtocolViolation as exc:
         outcome.finish_reason, outcome.note = TerminationReason.PROTOCOL_ERROR, str(exc)
     except SandboxExited as exc:
-        if time.monotonic() >= deadline:
+        if clock.expired():
             outcome.finish_reason = TerminationReason.TIMEOUT
-            outcome.note = f"wall-clock budget of {wall_clock_s:g}s exceeded ({exc})"
+            outcome.note = f"{clock.overrun_note()} ({exc})"
         else:
             outcome.note = str(exc)  # the deadline's own note above is kept: the guard's kill is its doing
             if exc.oom:
@@ -146,12 +150,27 @@ def run_protocol(sandbox: Sandbox, start: dict[str, Any], handlers: Mapping[str,
             else:
                 outcome.finish_reason = TerminationReason.SANDBOX_ERROR
     finally:
-        guard.cancel()
+        guard.set()
         sandbox.close()
         tail = getattr(sandbox, "stderr_tail", None)
         outcome.stderr_tail = tail() if callable(tail) else ""
         outcome.duration_s = time.monotonic() - started
     return outcome
+
+
+def _guard(clock: EpisodeClock, sandbox: Sandbox) -> threading.Event:
+    """Closes ``sandbox`` once ``clock`` runs out, unless the returned event is set first. It wakes when the clock
+    could run out next, and waits again when a model wait has pushed that back."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(max(0.0, clock.remaining_s())):
+            if clock.expired():
+                sandbox.close()
+                return
+
+    threading.Thread(target=watch, name="episode-clock", daemon=True).start()
+    return done
 
 
 def _serve(message: dict[str, Any], handlers: Mapping[str, Callable[[dict[str, Any]], Any]]) -> dict[str, Any]:

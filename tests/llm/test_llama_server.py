@@ -4,6 +4,7 @@ with the model's own template: tests/llm/test_local_model.py's Qwen test, which 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from ecdysis.llm.local_server import (
     LLAMA_SERVER,
     LocalModelServer,
     LocalServerError,
+    busy_cores,
+    free_threads,
     llama_cpp_available,
     served_slots,
 )
@@ -107,3 +110,22 @@ def test_structured_output_is_decoded_under_the_schema_grammar(server: LocalMode
     answer = gateway.structured(server.model, [{"role": "user", "content": "Name the capital of France."}], _City,
                                 role=Role.DIAGNOSER, max_attempts=1)
     assert isinstance(answer, _City) and answer.city and answer.country
+
+
+def test_threads_are_the_cores_left_free() -> None:
+    assert free_threads(2, busy=1.0) == 1  # one busy neighbour on 2 cores: one decoding thread
+    assert free_threads(2, busy=0.3) == 2
+    assert free_threads(8, busy=2.6) == 5
+    assert free_threads(2, busy=2.0) == 1 and free_threads(4, busy=7.5) == 1  # never none
+    busy = busy_cores(0.2)
+    assert 0.0 <= busy <= (os.cpu_count() or 1) + 0.01
+
+
+def test_the_server_says_how_many_threads_it_chose() -> None:
+    chosen = LocalModelServer("smollm2", chat_format=None)
+    chosen._choose_threads()
+    assert chosen.n_threads is not None and 1 <= chosen.n_threads <= (os.cpu_count() or 1)
+    assert f"{chosen.n_threads} threads (" in chosen.engine_note and "cores busy at start" in chosen.engine_note
+    given = LocalModelServer("smollm2", chat_format=None, n_threads=3)
+    given._choose_threads()
+    assert given.n_threads == 3 and "3 threads (as configured)" in given.engine_note

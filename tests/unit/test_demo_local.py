@@ -11,7 +11,7 @@ from ecdysis.benchmarks.agentbench import manifest
 from ecdysis.benchmarks.agentbench.dbbench import server as dbserver
 from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
 from ecdysis.cli import demo_local
-from ecdysis.llm import LocalModelServer, ToolCallParsing
+from ecdysis.llm import LocalModelServer, Streaming, ToolCallParsing
 from ecdysis.llm.local_server import LLAMA_SERVER
 
 
@@ -82,6 +82,9 @@ def test_episodes_at_once_follow_the_agent_servers_slots() -> None:
     entry = routed.llm.models["local/smollm2"]
     assert (routed.rollouts.workers, routed.rollouts.episodes_per_worker) == (1, 3)
     assert entry.max_concurrency == 3 and entry.tool_call_parsing == ToolCallParsing.LENIENT
+    assert entry.streaming == Streaming.ON  # a call the gateway gives up on stops the server's decoding
+    fallback_entry = on_fallback.llm.models["local/smollm2"]
+    assert fallback_entry.streaming == Streaming.WITHOUT_TOOLS  # chatml-function-calling cannot stream a tool choice
 
 
 @pytest.mark.slow

@@ -54,8 +54,8 @@ class Tau2Environment:
             if isinstance(cause, BudgetExceeded):  # the run's budget, not a fault of the simulator
                 raise EndEpisode(TerminationReason.BUDGET_EXCEEDED, str(cause)) from exc
             if isinstance(cause, DeadlineExceeded):
-                raise EndEpisode(TerminationReason.TIMEOUT,
-                                 f"wall-clock budget ran out during a user-simulator call: {cause}") from exc
+                raise EndEpisode(TerminationReason.TIMEOUT, "the episode's hard wall-clock cap ran out during a "
+                                                            f"user-simulator call: {cause}") from exc
             if is_input_rejection(cause):  # the user model refused what the agent said: the harness's doing
                 raise EndEpisode(TerminationReason.HARNESS_ERROR,
                                  f"the user simulator's model rejected the agent's message: {exc}") from exc

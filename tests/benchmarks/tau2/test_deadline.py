@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -62,16 +63,63 @@ def test_no_retry_starts_that_would_end_after_the_deadline() -> None:
         assert not isinstance(plain.value, DeadlineExceeded) and plain.value.retries == 2
 
 
-def test_an_episode_whose_model_outlives_its_budget_ends_as_timeout(slow_stub: StubServer,
-                                                                    process_backend: object) -> None:
+def test_an_episode_whose_model_outlives_its_hard_cap_ends_as_timeout(slow_stub: StubServer,
+                                                                      process_backend: object) -> None:
     from test_episode import request
 
     gateway = _gateway(slow_stub)
-    episode = request("airline", "1", "direct", "openai/slow", wall_clock_s=2.0)
+    episode = request("airline", "1", "direct", "openai/slow", wall_clock_s=1.0, max_wall_clock_s=3.0)
     trajectory = Tau2Benchmark().run(episode, process_backend, gateway)  # type: ignore[arg-type]
     assert trajectory.termination_reason is TerminationReason.TIMEOUT, trajectory.error
     assert trajectory.wall_time_s < SLOW_S and trajectory.reward == 0.0
-    assert "wall-clock budget ran out during a task-model call" in (trajectory.error or "")
+    assert "hard wall-clock cap of 3s exceeded" in (trajectory.error or "")
+    assert "during a task-model call" in (trajectory.error or "")
+
+
+def _bundle(folder: Path, body: str) -> Path:
+    folder.mkdir()
+    (folder / "harness.py").write_text(f"def run(session):\n{body}")
+    return folder
+
+
+def test_waiting_on_a_slow_model_is_not_the_harness_timeout(process_backend: object, tmp_path: Path) -> None:
+    from test_episode import request
+
+    patient = _bundle(tmp_path / "patient", "    for turn in range(4):\n"
+                                            "        session.complete([{'role': 'user', 'content': str(turn)}])\n"
+                                            "    return 'agent_stop'\n")
+    with StubServer(latency_s=1.0) as server:  # 4 s of model latency against a 2 s budget
+        episode = request("airline", "1", patient, "openai/slow", wall_clock_s=2.0, max_wall_clock_s=120.0)
+        trajectory = Tau2Benchmark().run(episode, process_backend, _gateway(server))  # type: ignore[arg-type]
+    assert trajectory.termination_reason is TerminationReason.AGENT_STOP, trajectory.error
+    assert trajectory.llm_calls == 4 and trajectory.wall_time_s > 4 * 1.0 > episode.wall_clock_s
+
+
+def test_the_hard_cap_ends_a_harness_that_loops_on_the_model(process_backend: object, tmp_path: Path) -> None:
+    from test_episode import request
+
+    looping = _bundle(tmp_path / "looping", "    while True:\n"
+                                            "        session.complete([{'role': 'user', 'content': 'again'}])\n")
+    with StubServer(latency_s=0.5) as server:
+        episode = request("airline", "1", looping, "openai/slow", wall_clock_s=1.0, max_wall_clock_s=4.0,
+                          max_steps=1000)
+        trajectory = Tau2Benchmark().run(episode, process_backend, _gateway(server))  # type: ignore[arg-type]
+    assert trajectory.termination_reason is TerminationReason.TIMEOUT, trajectory.error
+    assert "hard wall-clock cap of 4s exceeded" in (trajectory.error or "")
+    assert trajectory.llm_calls * 0.5 > episode.wall_clock_s  # it waited on the model past its own budget
+    assert trajectory.wall_time_s >= 4.0
+
+
+def test_a_harness_that_spins_still_ends_at_its_own_budget(process_backend: object, tmp_path: Path) -> None:
+    from test_episode import request
+
+    spinning = _bundle(tmp_path / "spinning", "    while True:\n        pass\n")
+    episode = request("airline", "1", spinning, "openai/slow", wall_clock_s=1.0, max_wall_clock_s=60.0)
+    with StubServer() as server:
+        trajectory = Tau2Benchmark().run(episode, process_backend, _gateway(server))  # type: ignore[arg-type]
+    assert trajectory.termination_reason is TerminationReason.TIMEOUT, trajectory.error
+    assert (trajectory.error or "").startswith("wall-clock budget of 1s exceeded")
+    assert trajectory.llm_calls == 0
 
 
 def test_calls_under_a_deadline_share_one_provider_client() -> None:
