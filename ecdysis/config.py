@@ -182,7 +182,7 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _user_model_when_needed(self) -> RunConfig:
         if self.benchmark.needs_user_model and not self.models.user:
-            raise PydanticCustomError("missing_user_model", "models.user: benchmark {name!r} simulates a user, so it "
+            raise PydanticCustomError("missing_user_model", "models.user: benchmark '{name}' simulates a user, so it "
                                       "needs a user model", {"name": self.benchmark.name})
         return self
 

@@ -152,3 +152,10 @@ def test_unusable_files(tmp_path: Path, text: str, expected: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"(?s)nope\.yaml.*cannot read file: No such file"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_a_benchmark_that_simulates_a_user_needs_its_model_and_the_error_names_both() -> None:
+    data = {"run_name": "x", "benchmark": {"type": "tau2", "domain": "airline"},
+            "models": {"task": "scripted/x", "diagnoser": "scripted/x", "coder": "scripted/x"}}
+    with pytest.raises(ConfigError, match=r"models\.user: benchmark 'tau2' simulates a user, so it needs a user model"):
+        parse_config(data)
