@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup host-packages coding-agents test test-fast lint demo bench sandbox-ready cluster-test cluster-bench
+.PHONY: setup host-packages coding-agents test test-fast lint demo study bench sandbox-ready cluster-test cluster-bench
 
 # Host packages first (the venv and the llama-cpp build need them); each step checks before it installs.
 setup: host-packages $(SETUP_STAMP) coding-agents
@@ -53,6 +53,13 @@ lint: setup
 
 demo: setup sandbox-ready
 	$(VENV)/bin/ecdysis demo
+
+# `make study STUDY=path/to/study.yaml [OUT=STUDY.md]`: the paper's configurations on one split (ecdysis/study);
+# rerun it to resume after a kill: finished runs are skipped, and a finished study calls no model.
+STUDY ?= ecdysis/configs/study-dbbench-qwen.yaml
+OUT ?= STUDY.md
+study: setup sandbox-ready
+	$(VENV)/bin/ecdysis study $(STUDY) --out $(OUT)
 
 # Sections 5 and 6 (and the OS half of 8) need the Docker engine and the sandbox image.
 bench: setup sandbox-ready

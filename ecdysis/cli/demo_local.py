@@ -10,14 +10,14 @@ there, else the τ² airline slice of ``configs/demo.yaml``. The GGUF files (1.6
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
     from ecdysis.llm import LocalModelServer
-    from ecdysis.llm.config import LocalServingConfig
+    from ecdysis.llm.config import GatewayConfig, LocalServingConfig
 
 QWEN = "qwen"
 """The value of ``--model`` / ``ECDYSIS_DEMO_MODEL`` that selects the opt-in Qwen models."""
@@ -123,18 +123,24 @@ def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalM
     agent = servers[plan.agent].model
     user = servers[plan.user].model if plan.user in servers else agent
     models = cfg.models.model_copy(update={"task": [agent], "user": user, "diagnoser": agent, "coder": agent})
-    routes = dict(cfg.llm.models)
-    for server in servers.values():
+    llm = routed_to(cfg.llm, servers.values())
+    # Episodes at once: as many as the agent's server decodes at once (one on llama-cpp-python's server).
+    rollouts = cfg.rollouts.model_copy(update={"workers": 1, "episodes_per_worker": servers[plan.agent].slots})
+    return cfg.model_copy(update={"models": models, "llm": llm, "rollouts": rollouts})
+
+
+def routed_to(llm: GatewayConfig, servers: Iterable[LocalModelServer]) -> GatewayConfig:
+    """``llm`` with each server's model routed to it (endpoint, tool-call parsing, slots, context and streaming over
+    the config's own entry for that model)."""
+    routes = dict(llm.models)
+    for server in servers:
         served = server.model_config()
         entry = routes.get(server.model)
         routes[server.model] = served if entry is None else entry.model_copy(
             update={"api_base": served.api_base, "tool_call_parsing": served.tool_call_parsing,
                     "max_concurrency": served.max_concurrency, "context_tokens": served.context_tokens,
                     "streaming": served.streaming})
-    llm = cfg.llm.model_copy(update={"models": routes})
-    # Episodes at once: as many as the agent's server decodes at once (one on llama-cpp-python's server).
-    rollouts = cfg.rollouts.model_copy(update={"workers": 1, "episodes_per_worker": servers[plan.agent].slots})
-    return cfg.model_copy(update={"models": models, "llm": llm, "rollouts": rollouts})
+    return llm.model_copy(update={"models": routes})
 
 
 def fetch_models(plan: LocalPlan, *, with_user: bool) -> None:

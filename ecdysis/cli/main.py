@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ecdysis.cli.config_cmd",
     "ecdysis.cli.eval_cmd",
     "ecdysis.cli.train_cmd",
+    "ecdysis.cli.study_cmd",
     "ecdysis.cli.demo_cmd",
     "ecdysis.cli.report_cmd",
     "ecdysis.cli.compare_cmd",

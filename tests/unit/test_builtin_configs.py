@@ -6,10 +6,19 @@ from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
 from ecdysis.config import load_config
 
 
-@pytest.mark.parametrize("path", sorted(BUILTIN_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(p for p in BUILTIN_CONFIGS.glob("*.yaml") if not p.stem.startswith("study-")),
+                         ids=lambda p: p.stem)
 def test_builtin_configs_are_valid(path: Path) -> None:
     config = load_config(path)
     assert config.run_name and config.models.task
+
+
+@pytest.mark.parametrize("path", sorted(BUILTIN_CONFIGS.glob("study-*.yaml")), ids=lambda p: p.stem)
+def test_builtin_studies_are_valid(path: Path) -> None:
+    from ecdysis.study import ALL_CONFIGURATIONS, load_study
+
+    study = load_study(path)
+    assert study.configurations == list(ALL_CONFIGURATIONS) and study.base.training.acceptance.type == "paired"
 
 
 def test_builtin_configs_present() -> None:

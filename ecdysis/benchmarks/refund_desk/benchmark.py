@@ -41,4 +41,4 @@ class RefundDeskBenchmark:
         """Nothing to load."""
 
     def seed_harnesses(self) -> dict[str, Path]:
-        return {name: HARNESSES / name for name in ("noop", "human")}
+        return {name: HARNESSES / name for name in ("noop", "direct", "human")}

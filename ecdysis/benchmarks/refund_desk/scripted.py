@@ -2,7 +2,8 @@
 ``scripted/ecdysis.benchmarks.refund_desk.scripted:<fn>``.
 
 - :func:`task_model`: the refund agent, with a systematic, harness-fixable flaw — it refunds price + shipping — that it
-  corrects only when the harness blocks the call with a message naming the item price;
+  corrects only when the harness blocks the call with a message naming the item price; :data:`task_model_b` is the
+  same agent under a second model name (a second task model for cross-model tests);
 - :data:`diagnoser` / :data:`coder`: find and add the validation rule that blocks over-refunds (built from
   :data:`FIXES` with :mod:`ecdysis.testing.evolution`; the coder patches ``harness.py`` as read from the bundle);
 - :func:`coder_one_order`: a coder whose rule fixes ``order-1`` only: the mean rises on one task (the ``paired``
@@ -94,6 +95,9 @@ def task_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
     if content.startswith("{"):
         return tool_call(turn, "refund", {"order_id": order_id, "amount": order["price"] + order["shipping"]})
     return f"Done: {content}."
+
+
+task_model_b = task_model
 
 
 def _looked_up(messages: list[dict[str, Any]]) -> dict[str, float] | None:

@@ -1,0 +1,109 @@
+"""``ecdysis study STUDY.yaml``: the paper's configurations on one split, checkpointed after every run, written up
+as ``STUDY.md`` with a plot beside it (:mod:`ecdysis.study`). Models named ``local/<name>`` are served by one local
+llama.cpp server each for the whole study, as ``ecdysis demo --model qwen`` serves them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ecdysis.cli.common import console, fail
+from ecdysis.study import StudyConfig, StudyEntry
+
+LOCAL = "local/"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``study`` to ``app``."""
+    app.command("study")(study_command)
+
+
+def study_command(
+    config: Annotated[Path, typer.Argument(help="Study YAML (see ecdysis/configs/study-*.yaml).")],
+    store: Annotated[str | None, typer.Option("--store", help="Store URI (default: the base config's storage.uri); "
+                                              "the same store resumes the study and shares its response cache.")]
+    = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The markdown file to write (the plot goes beside it, "
+                                      "<stem>.svg).")] = Path("STUDY.md"),
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster.")] = None,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Write STUDY.md from the finished runs; run "
+                                              "nothing.")] = False,
+) -> None:
+    """Run (or continue) a study: direct, human and the evolution methods trained from human, each evaluated on
+    the held-out tasks with k trials; then STUDY.md. Finished runs are never re-run."""
+    from ecdysis.config import ConfigError
+    from ecdysis.ray_env import ensure_ray
+    from ecdysis.study import StudyRunner, load_study, write_study
+
+    try:
+        study = load_study(config)
+    except ConfigError as err:
+        fail(str(err))
+    uri = store or study.base.storage.uri
+    if not uri.startswith(("/", "s3://")):
+        uri = os.path.abspath(uri)
+    if not report_only:
+        ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
+        with local_models(study) as served:
+            runner = StudyRunner(served, store_uri=uri, on_run=_print_run)
+            console.print(f"[bold]study[/] {runner.manifest.study_id} · configurations "
+                          f"{', '.join(study.configurations)} · models {', '.join(study.eval_models)} · store {uri}",
+                          highlight=False, soft_wrap=True)
+            manifest = runner.run()
+            store_obj = runner.store
+    else:
+        from ecdysis.build import open_store
+        from ecdysis.study import load_manifest
+
+        store_obj = open_store(uri)
+        found = load_manifest(store_obj, study.study_id())
+        if found is None:
+            fail(f"study {study.study_id()} has no runs in {uri}")
+        manifest = found
+    rows = write_study(study, manifest, store_obj, out)
+    console.print(f"wrote {out} and {out.with_suffix('.svg')} ({len(rows)} cells)", highlight=False)
+
+
+def _print_run(entry: StudyEntry) -> None:
+    what = "training" if entry.kind == "train" else f"held-out evaluation on {entry.model}"
+    if entry.status == "running":
+        console.print(f"{entry.configuration}: {what} · run {entry.run_id} (follow it with `ecdysis runs watch "
+                      f"{entry.run_id}`)", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"{entry.configuration}: {what} finished · run {entry.run_id}", highlight=False)
+
+
+@contextlib.contextmanager
+def local_models(study: StudyConfig) -> Iterator[StudyConfig]:
+    """``study`` with each ``local/<name>`` model it names routed to a server started for the whole study (fetched
+    first when it is an opt-in split model), stopped on exit; other studies as they are."""
+    from ecdysis.cli.demo_local import QWEN_CTX, routed_to
+    from ecdysis.llm import LocalModelServer
+    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+
+    m = study.base.models
+    named = [*study.eval_models, m.diagnoser, m.coder, m.aggregator, m.user]
+    local = list(dict.fromkeys(name.removeprefix(LOCAL) for name in named if name and name.startswith(LOCAL)))
+    if not local:
+        yield study
+        return
+    serving = study.base.llm.local
+    servers: list[LocalModelServer] = []
+    try:
+        for name in local:
+            if name in SPLIT_MODELS:
+                fetch_split_model(name)
+            server = LocalModelServer(name, n_ctx=QWEN_CTX, engine=serving.engine, parallel=serving.parallel,
+                                      chat_format="chatml-function-calling" if name == "smollm2" else None)
+            servers.append(server.start())
+            console.print(f"{server.model}: {server.engine_note}", highlight=False)
+        base = study.base.model_copy(update={"llm": routed_to(study.base.llm, servers)})
+        yield study.model_copy(update={"base": base})
+    finally:
+        for server in reversed(servers):
+            server.stop()

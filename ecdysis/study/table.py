@@ -1,0 +1,102 @@
+"""``STUDY.md``: the paper's Table 1 in miniature (one row per configuration on the training model), the transfer
+table (harness × eval model), how the intervals were made, and every run id to ``replay`` and ``verify``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ecdysis.study.config import StudyConfig
+from ecdysis.study.intervals import Interval
+from ecdysis.study.manifest import StudyManifest
+from ecdysis.study.plot import accuracy_svg
+from ecdysis.study.results import StudyRow, study_rows
+
+
+def write_study(study: StudyConfig, manifest: StudyManifest, store: Any, out: Path) -> list[StudyRow]:
+    """Write ``out`` (markdown) and its plot beside it (``<stem>.svg``); returns the rows."""
+    rows = study_rows(study, manifest, store)
+    main = [r for r in rows if r.model == study.train_model]
+    plot = out.with_suffix(".svg")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot.write_text(accuracy_svg(main, title=f"{study.name} · {study.train_model}"), encoding="utf-8")
+    out.write_text(study_markdown(study, manifest, rows, store_uri=str(store.uri), plot=plot.name),
+                   encoding="utf-8")
+    return rows
+
+
+def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[StudyRow], *, store_uri: str,
+                   plot: str) -> str:
+    """The whole file."""
+    k, benchmark = study.k, study.base.benchmark
+    main = [r for r in rows if r.model == study.train_model]
+    budget = study.budget_usd if study.budget_usd is not None else study.base.llm.max_usd
+    lines = [f"# Study {study.name}", "",
+             f"Study id `{manifest.study_id}` · benchmark `{benchmark.name}` · training model `{study.train_model}` · "
+             f"seed {study.seed} · up to {study.max_rounds} rounds from `{study.train_from}` · held-out "
+             f"{main[0].n_tasks if main else 0} tasks of split `{study.heldout.split}` × {k} trials · budget "
+             f"{'none' if budget is None else f'${budget:g}'} per run.", "",
+             "## Held-out results", "",
+             f"| configuration | accuracy | Pass@{k} | Pass^{k} | training time | modification calls | tokens | "
+             "cache hit | cost |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.configuration} | {_interval(r.accuracy)} | {_interval(r.pass_at_k)} | {_interval(r.pass_hat_k)} | "
+              f"{_duration(r.training_time_s)} | {_opt(r.modification_calls)} | {r.tokens:,} | "
+              f"{'–' if r.cache_hit is None else f'{r.cache_hit:.1%}'} | "
+              f"{'n/a' if r.cost_usd is None else f'${r.cost_usd:.4f}'} |" for r in main]
+    lines += ["", f"![held-out accuracy per configuration]({plot})", ""]
+    if len(study.eval_models) > 1:
+        lines += _transfer(study, rows)
+    lines += ["## How to read it", "",
+              "- Each score is the mean over held-out tasks with a **95% percentile-bootstrap interval over tasks** "
+              f"({study.bootstrap} resamples, seed {study.seed}): a task's accuracy is its mean reward over its "
+              f"{k} trials, its Pass@{k} and Pass^{k} the unbiased estimators of τ²-bench. Infrastructure endings "
+              "are excluded.",
+              "- Training time is the wall time of the training rounds' phases (evaluation, diagnosis, coding, "
+              "candidate evaluation); modification calls are the diagnosis and coding calls of training.",
+              "- Tokens, cache hit and cost cover the configuration's training run and its held-out evaluation: cache "
+              "hit is the provider's prompt caching (cached prompt tokens / prompt tokens); cost is n/a when no call "
+              "was priced (local and scripted models). Calls answered by our response cache count their tokens.",
+              "- `direct` and `human` are the benchmark's seed harnesses, not trained; the other configurations "
+              f"are trained from `{study.train_from}` on the same training tasks with the same model, seed and "
+              "budget.", "",
+              "## Runs", "",
+              f"Every run is in the store `{store_uri}`. Check any of them with `ecdysis replay RUN --store "
+              f"{store_uri}` (re-run from the response cache, compared step by step) and `ecdysis verify RUN "
+              f"--store {store_uri}` (re-graded by the benchmark's official evaluator).", "",
+              "| configuration | model | training run | held-out run | harness |", "|---|---|---|---|---|"]
+    lines += [f"| {r.configuration} | `{r.model}` | {_code(r.train_run)} | {_code(r.eval_run)} | "
+              f"{_code(r.harness[:12] if r.harness else None)} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _transfer(study: StudyConfig, rows: Sequence[StudyRow]) -> list[str]:
+    """Harness (trained with the training model) × eval model: accuracy with its interval."""
+    models = study.eval_models
+    cell = {(r.configuration, r.model): r for r in rows}
+    lines = ["## Transfer", "",
+             f"Each configuration's harness (trained with `{study.train_model}`) evaluated on other task models: "
+             "held-out accuracy with its 95% interval.", "",
+             "| harness | " + " | ".join(f"`{m}`" for m in models) + " |", "|---" * (len(models) + 1) + "|"]
+    lines += [f"| {c} | " + " | ".join(_interval(cell[c, m].accuracy) for m in models) + " |"
+              for c in study.configurations]
+    return [*lines, ""]
+
+
+def _interval(value: Interval | None) -> str:
+    return "–" if value is None else value.describe()
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _opt(value: int | None) -> str:
+    return "–" if value is None else str(value)
+
+
+def _code(value: str | None) -> str:
+    return "–" if value is None else f"`{value}`"

@@ -1,0 +1,160 @@
+"""``ecdysis study`` on the refund desk with scripted task, diagnoser and coder models: real training loop, real
+rollouts on a local Ray (in-memory sandbox), real store and gateway; only the models are scripted."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ecdysis.config import ConfigError
+from ecdysis.records import LLMCallRecord
+from ecdysis.store import ArtifactStore
+from ecdysis.study import ALL_CONFIGURATIONS, StudyEntry, StudyRunner, load_manifest, parse_study, write_study
+
+SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
+TASK_MODEL = f"{SCRIPTED}:task_model"
+OTHER_MODEL = f"{SCRIPTED}:task_model_b"
+BASE = {
+    "run_name": "desk",
+    "benchmark": {"type": "refund-desk", "train_tasks": 4},
+    "models": {"task": TASK_MODEL, "diagnoser": f"{SCRIPTED}:diagnoser", "coder": f"{SCRIPTED}:coder"},
+    "sandbox": {"type": "memory"},
+    "rollouts": {"workers": 1, "episodes_per_worker": 4, "max_steps": 12, "wall_clock_s": 60.0},
+}
+
+
+def _study(**fields: Any) -> Any:
+    return parse_study({"name": "desk", "base": BASE, "k": 2, "max_rounds": 1, **fields})
+
+
+def _calls(store: ArtifactStore) -> list[LLMCallRecord]:
+    return [c for c in store.read("llm_calls") if isinstance(c, LLMCallRecord)]
+
+
+class Killed(RuntimeError):
+    """Stands for the study process being killed between two runs."""
+
+
+def test_config_errors_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_study({"name": "desk", "base": {**BASE, "benchmark": {"type": "refund-desk", "trials": "x"}},
+                     "k": 0, "configurations": ["human", "sgd"], "heldout": {"size": 3}})
+    paths = {path for path, _ in err.value.errors}
+    assert paths == {"base.benchmark.trials", "k", "configurations", "heldout.size"}
+    assert "unknown configuration(s) sgd" in str(err.value)
+    (tmp_path / "base.yaml").write_text("run_name: desk\nbenchmark: {type: refund-desk}\n")
+    from ecdysis.study import load_study
+
+    (tmp_path / "study.yaml").write_text("name: desk\nbase: base.yaml\n")
+    with pytest.raises(ConfigError, match=r"base\.models: Field required"):
+        load_study(tmp_path / "study.yaml")
+
+
+def test_the_study_id_ignores_what_only_adds_runs() -> None:
+    full = _study()
+    assert full.configurations == list(ALL_CONFIGURATIONS)
+    assert _study(configurations=["human"]).study_id() == full.study_id()
+    assert _study(models={"transfer": ["other"]}).study_id() == full.study_id()
+    assert _study(k=3).study_id() != full.study_id()
+    assert _study(seed=1).study_id() != full.study_id()
+
+
+def test_study_runs_every_configuration_resumes_and_reruns_for_free(local_ray: dict[str, Any],
+                                                                    tmp_path: Path) -> None:
+    store_uri = str(tmp_path / "runs")
+    store = ArtifactStore(store_uri)
+    transfer = f"{TASK_MODEL}"  # the same scripted agent under a second name: a second eval model
+    study = _study(models={"transfer": [f"{transfer}?v=2"]}) if False else _study()
+
+    # A first attempt is killed after its third finished run.
+    finished: list[StudyEntry] = []
+
+    def kill_after_three(entry: StudyEntry) -> None:
+        finished.append(entry)
+        if len(finished) == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        StudyRunner(study, store_uri=store_uri, on_checkpoint=kill_after_three).run()
+    first = {e.key: e.run_id for e in finished}
+    assert list(first) == ["eval/direct/" + TASK_MODEL, "eval/human/" + TASK_MODEL, "train/se"]
+    calls_before = {run: len([c for c in _calls(store) if c.run_id == run]) for run in first.values()}
+    assert all(calls_before.values())
+
+    # The restart skips the finished runs: same run ids, not one new call in them.
+    started: list[StudyEntry] = []
+    manifest = StudyRunner(study, store_uri=store_uri, on_run=started.append).run()
+    assert not {e.run_id for e in started} & set(first.values())
+    assert {key: manifest.entries[key].run_id for key in first} == first
+    assert {run: len([c for c in _calls(store) if c.run_id == run]) for run in first.values()} == calls_before
+    assert sorted(manifest.entries) == sorted(
+        [f"eval/{c}/{TASK_MODEL}" for c in ALL_CONFIGURATIONS] + [f"train/{c}" for c in study.trained])
+    assert all(e.status == "finished" for e in manifest.entries.values())
+    assert load_manifest(store, study.study_id()) == manifest
+
+    # STUDY.md: every configuration, intervals on every score, the run ids; the plot beside it.
+    out = tmp_path / "report" / "STUDY.md"
+    rows = write_study(study, manifest, store, out)
+    text = out.read_text()
+    by_config = {r.configuration: r for r in rows}
+    for configuration in ALL_CONFIGURATIONS:
+        line = next(line for line in text.splitlines() if line.startswith(f"| {configuration} |"))
+        assert len(re.findall(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", line)) == 3, line
+        row = by_config[configuration]
+        assert row.accuracy is not None and row.accuracy.low <= row.accuracy.mean <= row.accuracy.high
+        assert row.eval_run is not None and row.eval_run in text
+    human = by_config["human"].accuracy
+    assert human is not None and human.mean < 1.0  # the agent over-refunds on every order with shipping
+    for trained in study.trained:
+        row = by_config[trained]
+        assert row.train_run is not None and row.train_run in text and row.modification_calls
+    # The scripted diagnoser answers the batch and per-failure diagnosis prompts (not the FDCR roles): there, the
+    # trained harness blocks the over-refund and beats human.
+    for trained in ("se", "ecdysis"):
+        row = by_config[trained]
+        assert row.accuracy is not None and row.accuracy.mean > human.mean, trained
+        assert row.harness is not None and len(row.harness) == 64
+    assert by_config["human"].train_run is None and by_config["human"].modification_calls is None
+    assert "ecdysis replay RUN" in text and "ecdysis verify RUN" in text
+    assert "(STUDY.svg)" in text
+    svg = (tmp_path / "report" / "STUDY.svg").read_text()
+    assert svg.startswith("<svg") and svg.count("<rect") == 1 + len(ALL_CONFIGURATIONS)
+
+    # A rerun of the finished study runs nothing and calls no model.
+    calls = len(_calls(store))
+    again: list[StudyEntry] = []
+    assert StudyRunner(study, store_uri=store_uri, on_run=again.append).run() == manifest
+    assert again == [] and len(_calls(store)) == calls
+
+
+def test_transfer_evaluates_every_harness_on_the_second_model(local_ray: dict[str, Any], tmp_path: Path) -> None:
+    """The harness trained with the first scripted agent, evaluated on the same agent under a second model name; a
+    study that adds the transfer model later reuses every run it already has."""
+    store_uri = str(tmp_path / "runs")
+    store = ArtifactStore(store_uri)
+    configurations = ["human", "ecdysis"]
+    first = StudyRunner(_study(configurations=configurations), store_uri=store_uri).run()
+    study = _study(configurations=configurations, models={"transfer": [OTHER_MODEL]})
+    started: list[StudyEntry] = []
+    manifest = StudyRunner(study, store_uri=store_uri, on_run=started.append).run()
+    assert {e.key for e in started} == {f"eval/{c}/{OTHER_MODEL}" for c in configurations}
+    assert all(manifest.entries[key] == entry for key, entry in first.entries.items())
+
+    out = tmp_path / "STUDY.md"
+    rows = write_study(study, manifest, store, out)
+    cells = {(r.configuration, r.model): r for r in rows}
+    assert set(cells) == {(c, m) for c in configurations for m in (TASK_MODEL, OTHER_MODEL)}
+    trained_harness = manifest.entries["train/ecdysis"].harness
+    assert cells["ecdysis", OTHER_MODEL].harness == trained_harness
+    other = [t for t in store.read("trajectories", run_id=cells["ecdysis", OTHER_MODEL].eval_run)]
+    assert {t.model for t in other} == {OTHER_MODEL} and {t.harness_hash for t in other} == {trained_harness}
+    # the same agent under another name: the trained rule transfers
+    ecdysis, human = cells["ecdysis", OTHER_MODEL].accuracy, cells["human", OTHER_MODEL].accuracy
+    assert ecdysis is not None and human is not None and ecdysis.mean > human.mean
+    text = out.read_text()
+    transfer = text[text.index("## Transfer"):text.index("## How to read it")]
+    assert f"`{OTHER_MODEL}`" in transfer
+    assert len(re.findall(r"\| ecdysis \| \d\.\d{3} \[.*\] \| \d\.\d{3} \[.*\] \|", transfer)) == 1
