@@ -84,7 +84,8 @@ class BundleWorkspace:
                 raise ToolError(f"no such file: {arguments.get('path')}")
             return path.read_text(encoding="utf-8", errors="replace")
         if name == "write_file":
-            return self._write(self.path(arguments.get("path", "")), _text(arguments, "content"))
+            path, content = self.path(arguments.get("path", "")), _text(arguments, "content")
+            return self._write(path, content) + _compile_warning(path.name, content)
         if name == "edit_file":
             return self._edit(arguments)
         if name == "run_selftest":
@@ -105,17 +106,36 @@ class BundleWorkspace:
         except EditNotApplied as exc:
             raise ToolError(f"{arguments.get('path')}: {exc}") from exc
         written = self._write(path, outcome.text)
-        if outcome.note:
-            return f"{written}; note: {outcome.note}"
-        return f"{written}; replaced lines {outcome.first_line}-{outcome.last_line}"
+        where = f"note: {outcome.note}" if outcome.note else f"replaced lines {outcome.first_line}-{outcome.last_line}"
+        return f"{written}; {where}{_compile_warning(path.name, outcome.text)}"
 
     def _write(self, path: Path, content: str) -> str:
         if len(content.encode()) > MAX_FILE_BYTES:
             raise ToolError(f"content is over {MAX_FILE_BYTES} bytes")
+        rel = path.relative_to(self.root).as_posix()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
         self.writes += 1
-        return f"wrote {path.relative_to(self.root).as_posix()} ({len(content)} chars)"
+        return f"wrote {rel} ({len(content)} chars)"
+
+
+def _compile_warning(rel: str, content: str) -> str:
+    """For a ``.py`` file that does not compile, a warning for the model naming the error and its line, else "".
+
+    A small model once wrote a tool result ("wrote rules.py (25 chars)...") as rules.py's whole content and finished;
+    the candidate died at validation. The write still happens (validation stays the judge), but the model is told
+    while it has turns left to fix it."""
+    if not rel.endswith(".py"):
+        return ""
+    try:
+        compile(content, rel, "exec")
+    except SyntaxError as exc:
+        line = (exc.text or "").strip()[:120]
+        return (f"; warning: {rel} does not compile now: SyntaxError: {exc.msg} (line {exc.lineno}: {line!r}); "
+                "fix it before you finish")
+    except ValueError as exc:
+        return f"; warning: {rel} does not compile now: {exc}; fix it before you finish"
+    return ""
 
 
 def _text(arguments: dict[str, Any], key: str) -> str:

@@ -62,6 +62,14 @@ def test_workspace_never_touches_anything_outside_the_bundle(tmp_path: Path) -> 
     with pytest.raises(ToolError, match="occurs 0 times"):
         workspace.call("edit_file", {"path": "harness.py", "old": "y", "new": "z"})
     assert workspace.call("write_file", {"path": "pkg/rules.py", "content": "R = []\n"}).startswith("wrote")
+    # what a 1.5B coder once wrote as rules.py, a tool result rather than Python: written, and the model is told
+    bad = workspace.call("write_file", {"path": "pkg/rules.py", "content": "wrote rules.py (25 chars)harness.py"})
+    assert bad.startswith("wrote pkg/rules.py") and "warning: rules.py does not compile now: SyntaxError" in bad
+    assert "(line 1: 'wrote rules.py (25 chars)harness.py')" in bad
+    assert "warning" not in workspace.call("write_file", {"path": "pkg/rules.py", "content": "R = []\n"})
+    broken = workspace.call("edit_file", {"path": "pkg/rules.py", "old": "R = []", "new": "R = ["})
+    assert broken.startswith("wrote pkg/rules.py")
+    assert "replaced lines 1-1; warning: rules.py does not compile" in broken
     assert workspace.call("list_files", {}).splitlines() == ["harness.py", "pkg/rules.py"]
     with pytest.raises(ToolError, match="no sandbox"):
         workspace.call("run_selftest", {})
