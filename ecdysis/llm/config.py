@@ -12,7 +12,8 @@ class CacheRule(StrEnum):
     """Which calls the response cache serves and fills."""
 
     DETERMINISTIC = "deterministic"
-    """Calls with ``temperature == 0``, plus calls to ``scripted/`` models that set no temperature."""
+    """Calls with ``temperature == 0`` or a ``seed`` (a sampled call with a seed asks for one draw, which a rerun of
+    the same trial asks for again), plus calls to ``scripted/`` models that set no temperature."""
     ALWAYS = "always"
     """Every call, whatever its sampling parameters (replays, benchmarks)."""
 
@@ -112,6 +113,11 @@ class GatewayConfig(BaseModel):
     """Buffered ``llm_calls`` records that trigger a flush to the store."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     """Per-model routing and limits, keyed by the model string callers use."""
+    role_params: dict[Literal["task", "user", "diagnoser", "aggregator", "analyst", "critic", "engineer", "moderator",
+                              "coder"], dict[str, object]] = Field(default_factory=dict)
+    """Sampling parameters by role, over the model's ``params`` and under a call's own: e.g. ``{task: {temperature:
+    0.7}}`` makes the k trials of a task sample apart (each episode's call to a ``local/`` model carries its trial's
+    seed) while the diagnoser and coder on the same model stay greedy."""
     seed: int | None = None
     """Seed of the backoff jitter (None: random)."""
     local: LocalServingConfig = Field(default_factory=LocalServingConfig)

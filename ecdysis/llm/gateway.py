@@ -83,6 +83,8 @@ class Gateway:
         ctx = {**self._context, **(context or {}), "role": role.value, "model": model}
         run_id = str(ctx.get("run_id") or "")
         route_ = route(model, self.config)
+        if role.value in self.config.role_params:
+            params = {**self.config.role_params[role.value], **params}
         if route_.local and role in EPISODE_ROLES:  # trials of a task sample apart; its cache key holds the seed
             params = seeded(params, route_.params, ctx)
         self._check_budget(run_id)
@@ -203,7 +205,8 @@ class Gateway:
             return None
         if override is None and self.config.cache_rule == CacheRule.DETERMINISTIC:
             temperature = params.get("temperature", route_.params.get("temperature"))
-            if not (temperature == 0 or (temperature is None and route_.scripted)):
+            seeded_draw = "seed" in params or "seed" in route_.params
+            if not (temperature == 0 or seeded_draw or (temperature is None and route_.scripted)):
                 return None
         sampling = {**route_.params, **params}
         if not is_json_safe([list(messages), list(tools or []), sampling]):

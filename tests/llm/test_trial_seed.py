@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from ecdysis.benchmarks.episode import call_context
 from ecdysis.evaluation import episode_requests
 from ecdysis.llm import CacheRule, Gateway, GatewayConfig, ModelConfig
@@ -66,3 +69,40 @@ def test_local_calls_carry_the_trial_seed_and_cache_per_trial(store: ArtifactSto
     assert outside.content == "sampled with seed None"  # outside an episode the server picks
     keys = {cache_key(LOCAL, ASK, None, seeded({}, {}, call_context(request))) for request in (first, second)}
     assert len(keys) == 2
+
+
+def _temperature_and_seed(messages: list[dict[str, Any]], tools: Any, context: dict[str, Any]) -> str:
+    request = context["request"]
+    return f"temperature {request.get('temperature')} seed {request.get('seed')}"
+
+
+def test_role_params_let_trials_sample_while_the_diagnoser_stays_greedy_and_all_of_it_is_cached(
+        store: ArtifactStore) -> None:
+    first, second = _requests(run_seed=1)[:2]
+    with StubServer(_temperature_and_seed) as server:
+        config = GatewayConfig.model_validate({
+            "models": {LOCAL: {"api_base": server.api_base, "params": {"temperature": 0}}},
+            "role_params": {"task": {"temperature": 0.7}}})  # the default cache rule: deterministic
+        gateway = Gateway(config, store=store)
+        task = [gateway.complete(LOCAL, ASK, role=Role.TASK, context=call_context(request))
+                for request in (first, second, first)]
+        diagnoser = [gateway.complete(LOCAL, ASK, role=Role.DIAGNOSER, context={"run_id": "run"}) for _ in range(2)]
+        assert server.requests == 3  # the rerun of trial 1 and the second diagnosis came from the cache
+    assert task[0].content == f"temperature 0.7 seed {trial_seed(call_context(first))}"
+    assert task[1].content == f"temperature 0.7 seed {trial_seed(call_context(second))}"
+    assert task[2].cache_hit and task[2].content == task[0].content
+    assert diagnoser[0].content == "temperature 0 seed None" and diagnoser[1].cache_hit
+
+
+def test_unseeded_sampled_calls_stay_out_of_the_deterministic_cache(store: ArtifactStore) -> None:
+    with StubServer(_temperature_and_seed) as server:
+        gateway = Gateway(GatewayConfig.model_validate(
+            {"models": {LOCAL: {"api_base": server.api_base}}, "role_params": {"diagnoser": {"temperature": 0.7}}}),
+            store=store)
+        replies = [gateway.complete(LOCAL, ASK, role=Role.DIAGNOSER, context={"run_id": "run"}) for _ in range(2)]
+        assert server.requests == 2 and not replies[1].cache_hit
+
+
+def test_role_params_name_an_unknown_role_by_its_path() -> None:
+    with pytest.raises(ValidationError, match=r"role_params\.tasks"):
+        GatewayConfig.model_validate({"role_params": {"tasks": {"temperature": 0.7}}})
