@@ -350,6 +350,9 @@ class LLMCallRecord(Record):
     cache_hit: bool = False
     retries: int = 0
     error: str | None = None
+    cache_key: str | None = None
+    """The call's response-cache key (None: not cached, or recorded before keys were): what a replay pack of the
+    run copies (:mod:`ecdysis.replay.pack`)."""
     created_at: datetime = Field(default_factory=utc_now)
 
 

@@ -25,10 +25,11 @@ from ecdysis.records import (
     Trajectory,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: trajectories gained ``sandbox`` (files of version 1 read it as null). 3: rounds gained ``improvement``
 (earlier files read it as null); failures gained ``last_reply``, ``failing_call``, ``tool_error`` and
-``reward_breakdown`` (earlier files read them as their defaults)."""
+``reward_breakdown`` (earlier files read them as their defaults). 4: llm_calls gained ``cache_key`` (earlier files
+read it as null)."""
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -174,6 +175,7 @@ LLM_CALLS = _dataset(
         ("cache_hit", pa.bool_()),
         ("retries", pa.int32()),
         ("error", pa.string()),
+        ("cache_key", pa.string()),
         ("created_at", TS),
     ],
     json_columns=["tokens"],

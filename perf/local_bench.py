@@ -197,12 +197,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="SmolLM2, 1 and 2 slots, 32 tokens, 2 episodes")
     parser.add_argument("--model", help="smollm2, qwen-0.5b, qwen-1.5b or a .gguf path (default: the largest cached)")
+    parser.add_argument("--episodes", type=int, default=8, help="DBBench dev episodes at 1 slot and at the best N")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.quick:
         figures = run(model=args.model or "smollm2", gen_tokens=32, slot_counts=(1, 2), episodes=2)
     else:
-        figures = run(model=args.model)
+        figures = run(model=args.model, episodes=args.episodes)
     text = json.dumps(figures, indent=1, default=str)
     if args.out:
         args.out.write_text(text)

@@ -92,6 +92,7 @@ class Gateway:
         if self._replaying:
             return self._replay(route_, messages, tools, params, ctx, role, model, started)
         key = self._cache_key(route_, messages, tools, params, cache)
+        ctx[CACHE_KEY] = key
         if key is not None:
             hit = self._cache.get(key)
             if hit is not None:
@@ -168,6 +169,7 @@ class Gateway:
         sampling = {**route_.params, **params}
         key = cache_key(route_.target, messages, tools, sampling) if is_json_safe(
             [list(messages), list(tools or []), sampling]) else None
+        ctx[CACHE_KEY] = key
         hit = self._cache.get(key) if key is not None else None
         if hit is None:
             last = next((m.get("content") for m in reversed(messages) if isinstance(m.get("content"), str)), "")
@@ -226,7 +228,7 @@ class Gateway:
         if route_.api_key:
             kwargs["api_key"] = route_.api_key
         if route_.scripted:
-            kwargs["metadata"] = {scripted.CONTEXT_KEY: ctx}
+            kwargs["metadata"] = {scripted.CONTEXT_KEY: {k: v for k, v in ctx.items() if k != CACHE_KEY}}
         # is_priced registers an unknown api_base model with litellm before its first call (see ecdysis.llm.pricing)
         priced = not route_.scripted and is_priced(route_)
         retries = 0
@@ -310,8 +312,12 @@ class Gateway:
             call_id=uuid.uuid4().hex, run_id=str(ctx.get("run_id") or ""), round=int(ctx.get("round") or 0),
             task_id=_opt_str(ctx.get("task_id")), trajectory_id=_opt_str(ctx.get("trajectory_id")), role=role,
             model=model, tokens=completion.tokens, cost_usd=completion.cost_usd, latency_s=completion.latency_s,
-            cache_hit=completion.cache_hit, retries=retries, error=error,
+            cache_hit=completion.cache_hit, retries=retries, error=error, cache_key=_opt_str(ctx.get(CACHE_KEY)),
         )
+
+
+CACHE_KEY = "cache_key"
+"""The call context's entry for the call's response-cache key (None: the call is not cached)."""
 
 
 def attempt_timeout(limit_s: float, left_s: float) -> float:

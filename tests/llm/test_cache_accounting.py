@@ -183,3 +183,17 @@ def test_hits_outside_episodes_are_served_at_once(store: ArtifactStore) -> None:
         miss = gateway.complete(SLOW_ECHO, ASK, role=Role.DIAGNOSER)
         hit = gateway.complete(SLOW_ECHO, ASK, role=Role.DIAGNOSER)
     assert hit.cache_hit and hit.latency_s < miss.latency_s
+
+
+def test_a_call_row_names_its_response_cache_key(store: ArtifactStore) -> None:
+    """A replay pack copies the responses a run's rows name: the miss and its hit carry the key the cache holds
+    the response under; an uncached call carries none."""
+    with Gateway(store=store, context={"run_id": "run-k"}) as gateway:
+        gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0)
+        gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0)
+        gateway.complete(ECHO, ASK, role=Role.TASK, temperature=0.7)  # sampled, no seed: not cached
+    rows = store.read("llm_calls", run_id="run-k")
+    keys = sorted((row.cache_hit, row.cache_key) for row in rows if row.cache_key)
+    assert len(keys) == 2 and keys[0][1] == keys[1][1] and [hit for hit, _ in keys] == [False, True]
+    assert store.get_object("llm_cache", keys[0][1]) is not None
+    assert sum(1 for row in rows if row.cache_key is None) == 1
