@@ -256,8 +256,8 @@ def grade_dual_control(domain: TauDomain, task_id: str, executed: Sequence[Write
             result.breakdown["ENV_ASSERTION"] = 1.0 if all(result.assertions) else 0.0
     elif bases & {"DB", "ENV_ASSERTION"}:
         result.db_match = True  # τ²: nothing to check, no breakdown
+    result.actions_found = actions_found(domain, task_id, executed)  # τ² checks them on every task
     if "ACTION" in bases:
-        result.actions_found = actions_found(domain, task_id, executed)
         result.breakdown["ACTION"] = 1.0 if all(result.actions_found) else 0.0
     if "COMMUNICATE" in bases:
         result.communicate_missing = communicate_missing(criteria.communicate_info or [], agent_texts)
