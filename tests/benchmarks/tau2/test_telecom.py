@@ -344,3 +344,19 @@ def test_the_harness_cannot_see_the_users_side(telecom: TauDomain, process_backe
     assert "My phone shows" in report["asked_reply"]  # what the user says is all the harness gets
     user_calls = [c for m in trajectory.messages if m["role"] == "user" for c in m.get("tool_calls") or []]
     assert [c["name"] for c in user_calls] == ["check_status_bar"]  # the harness's own try executed nothing
+
+
+def test_the_viewer_shows_the_users_actions_as_their_own_steps(telecom: TauDomain, shared_gateway: Any) -> None:
+    from ecdysis.records import Trajectory
+    from ecdysis.report.viewer import _entry
+
+    task_id = telecom.split_ids("test")[0]
+    messages = play(telecom, task_id, gold_steps(telecom, task_id), shared_gateway)
+    acted = sum(len(m.get("tool_calls") or []) for m in messages if m["role"] == "user")
+    assert acted > 0
+    trajectory = Trajectory(trajectory_id="t", run_id="r", task=Task(domain="telecom", task_id=task_id), model="m",
+                            harness_hash="h" * 64, messages=messages, termination_reason=TerminationReason.USER_STOP)
+    page = str(_entry(trajectory))
+    assert page.count('class="msg user-action"') == sum(1 for m in messages if m["role"] == "user" and
+                                                         m.get("tool_calls"))
+    assert page.count('class="msg user-result"') == acted and f"{acted} user actions" in page
