@@ -284,6 +284,18 @@ class EpisodeEnvironment(Protocol):
 
 
 @runtime_checkable
+class UserActing(Protocol):
+    """An :class:`EpisodeEnvironment` whose simulated user acts with tools of its own (dual control: τ² telecom's
+    user on its phone). The user's calls run on the trusted side during ``respond``; the sandbox sees only the reply.
+    """
+
+    def take_user_steps(self) -> list[dict[str, Any]]:
+        """Transcript entries of the user's tool calls since the last take: a ``user`` message with ``tool_calls``
+        (``{"id", "name", "arguments"}``), then one ``tool`` result per call carrying ``"requestor": "user"``."""
+        ...
+
+
+@runtime_checkable
 class Store(Protocol):
     """Parquet datasets, content-addressed blobs and run manifests."""
 

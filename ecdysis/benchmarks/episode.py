@@ -23,7 +23,9 @@ A rollout always returns a :class:`Trajectory`.
 
 Transcript messages (``Trajectory.messages``) are plain dicts in the order the host saw them:
 ``{"role": "assistant", "content": text}`` (the agent to the user), ``{"role": "user", "content": text, "stop": b}``
-(the user's reply), and for each executed tool call ``{"role": "assistant", "content": None, "tool_calls": [{"id",
+(the user's reply, preceded where the user acts with tools of its own, :class:`~ecdysis.protocols.UserActing`, by a
+``{"role": "user", "content": ..., "tool_calls": [...]}`` and its ``tool`` results with ``"requestor": "user"``),
+and for each executed tool call ``{"role": "assistant", "content": None, "tool_calls": [{"id",
 "name", "arguments"}]}`` then ``{"role": "tool", "tool_call_id", "name", "content", "error"}``. Blocked calls,
 annotations and peeks are in ``Trajectory.tool_calls``.
 """
@@ -38,7 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ecdysis.errors import InfrastructureFault
-from ecdysis.protocols import EpisodeEnvironment, EpisodeRequest, LLMClient, SandboxBackend
+from ecdysis.protocols import EpisodeEnvironment, EpisodeRequest, LLMClient, SandboxBackend, UserActing
 from ecdysis.records import Role, TerminationReason, TokenUsage, ToolCall, Trajectory
 from ecdysis.sandbox.clock import EpisodeClock
 
@@ -165,8 +167,12 @@ class _Episode:
         if len(text) > MAX_USER_TEXT:
             raise HandlerError("bad_request", f"user.respond 'text' is longer than {MAX_USER_TEXT} characters")
         self.messages.append(agent_text(text))
-        with self.clock.waiting_on_model():  # the simulated user's model, served on the trusted side
-            reply, stop = self.env.respond(text, deadline=self.clock.hard_deadline)
+        try:
+            with self.clock.waiting_on_model():  # the simulated user's model, served on the trusted side
+                reply, stop = self.env.respond(text, deadline=self.clock.hard_deadline)
+        finally:  # the user's own tool calls (dual control) changed the state even when its turn then failed
+            if isinstance(self.env, UserActing):
+                self.messages.extend(self.env.take_user_steps())
         self.messages.append(user_text(reply, stop))
         self.user_stopped = stop
         return {"text": reply, "stop": stop}

@@ -57,6 +57,7 @@ details.traj .body { padding: 6px 14px 12px; }
 .msg.user { border-color: #7b1fa2; }
 .msg.tool { border-color: #8d6e00; }
 .msg.system { border-color: #555; }
+.msg.user-action, .msg.user-result { border-color: #00897b; border-style: dashed; }
 tr.blocked td { background: #fff4f4; }
 details.raw > summary { cursor: pointer; color: var(--accent); }
 """

@@ -63,11 +63,13 @@ def _filters(trajectories: list[Trajectory]) -> Html:
 def _entry(t: Trajectory) -> Html:
     result = outcome(t)
     blocked = sum(not c.executed for c in t.tool_calls)
+    acted = sum(len(m.get("tool_calls") or []) for m in t.messages if _step_kind(m) == "user-action")
     summary = join([
         badge(result, result), " ", tag("strong", t.task.task_id), " · ", t.model, " · ",
         f"{t.run_id} {t.phase} round {t.round} trial {t.trial}", " · reward ", num(t.reward, 2), " · ",
         tag("code", t.termination_reason.value),
         join([" ", badge(f"{blocked} blocked", "blocked")]) if blocked else "",
+        join([" ", badge(f"{acted} user actions", "user-action")]) if acted else "",
     ])
     body = join([_facts(t), _breakdown(t), _messages(t), _tool_calls(t)])
     return tag("details", join([tag("summary", summary), tag("div", body, class_="body")]), class_="traj",
@@ -102,7 +104,8 @@ def _messages(t: Trajectory) -> Html:
     for message in t.messages:
         role = str(message.get("role", "?"))
         content = message.get("content")
-        inner: list[Any] = [tag("div", role, class_="who")]
+        kind = _step_kind(message)
+        inner: list[Any] = [tag("div", USER_ACTION_LABELS.get(kind, role), class_="who")]
         if content not in (None, ""):
             inner.append(pre(content if isinstance(content, str) else json.dumps(content, indent=2, default=str)))
         for call in message.get("tool_calls") or []:
@@ -111,9 +114,24 @@ def _messages(t: Trajectory) -> Html:
             inner.append(pre(f"→ {name}({json.dumps(arguments, ensure_ascii=False, default=str)})"))
         if message.get("error"):
             inner.append(badge("tool error", "bad"))
-        css = role if role in ("assistant", "user", "tool", "system") else "other"
+        css = kind if kind in (*USER_ACTION_LABELS, "assistant", "user", "tool", "system") else "other"
         items.append(tag("div", join(inner), class_=f"msg {css}"))
     return join([tag("h4", f"Messages ({len(t.messages)})"), join(items) or tag("p", "none", class_="note")])
+
+
+USER_ACTION_LABELS = {"user-action": "user action (on their own device)", "user-result": "user's device"}
+"""Steps of a dual-control episode (τ² telecom) where the simulated user acts with its own tools: shown as their own
+kind, apart from the agent's tool calls and from what the user says."""
+
+
+def _step_kind(message: dict[str, Any]) -> str:
+    """``user-action`` (the user's own tool calls), ``user-result`` (their results), else the message's role."""
+    role = str(message.get("role", "?"))
+    if role == "user" and message.get("tool_calls"):
+        return "user-action"
+    if role == "tool" and message.get("requestor") == "user":
+        return "user-result"
+    return role
 
 
 def _tool_calls(t: Trajectory) -> Html:

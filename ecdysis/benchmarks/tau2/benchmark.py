@@ -14,6 +14,8 @@ from ecdysis.records import Task, Trajectory
 
 HARNESSES = Path(__file__).resolve().parent / "harnesses"
 SEEDS = ("noop", "direct", "human")
+DOMAIN_SEEDS = {"telecom": {"human": HARNESSES / "telecom_human"}}
+"""Seeds of a domain that replace the shared ones of the same name."""
 
 
 class Tau2Benchmark:
@@ -43,4 +45,9 @@ class Tau2Benchmark:
         TauDomain.load(self.config.domain)
 
     def seed_harnesses(self) -> dict[str, Path]:
-        return {name: HARNESSES / name for name in SEEDS}
+        """``noop``, ``direct`` and ``human``; in telecom, ``human`` is its own hand-improved bundle (guiding the
+        user step by step on their phone, checking the account and the device state before and after each action)."""
+        seeds = {name: HARNESSES / name for name in SEEDS}
+        if self.config.domain in DOMAIN_SEEDS:
+            seeds.update(DOMAIN_SEEDS[self.config.domain])
+        return seeds

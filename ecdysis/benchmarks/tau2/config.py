@@ -16,8 +16,9 @@ class Tau2Config(BenchmarkSection):
 
     type: Literal["tau2"] = "tau2"
     """Selects τ²-bench (the default when a config names no type)."""
-    domain: Literal["airline", "retail", "mock"] = "airline"
-    """τ²-bench domain."""
+    domain: Literal["airline", "retail", "mock", "telecom"] = "airline"
+    """τ²-bench domain. ``telecom`` is dual control: the simulated user has a phone with tools of its own, which run
+    on the trusted side, and the grade covers the user's device as well as the agent's actions."""
 
     @property
     def needs_user_model(self) -> bool:
@@ -34,7 +35,8 @@ def register_extensions() -> None:
     """Register ``benchmark: {type: tau2}``."""
     from ecdysis.extensions import register
 
-    register("benchmark", "tau2", "τ²-bench: airline, retail or mock, with a simulated user", config=Tau2Config)
+    register("benchmark", "tau2", "τ²-bench: airline, retail, telecom or mock, with a simulated user",
+             config=Tau2Config)
 
 
 def register_exporter() -> None:

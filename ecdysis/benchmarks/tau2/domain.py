@@ -27,8 +27,12 @@ from ecdysis.benchmarks.tau2.cow import CopyOnReadSource
 from ecdysis.imports import optional_imports_hidden
 from ecdysis.records import Split, Task
 
-DOMAINS = ("airline", "retail", "mock")
-"""Domains with a DB-and-communicate grade that :mod:`ecdysis.benchmarks.tau2.grading` reproduces exactly."""
+DOMAINS = ("airline", "retail", "mock", "telecom")
+"""Domains whose grade :mod:`ecdysis.benchmarks.tau2.grading` reproduces exactly."""
+
+DUAL_CONTROL = frozenset({"telecom"})
+"""Domains where the simulated user has tools of its own (a phone) and every task starts from an initial state
+(τ²'s ``initialization_actions`` on the agent's DB and on the user's device) and is graded on assertions about both."""
 
 PAPER_TASKS_PER_SPLIT = 20
 """Per the paper: 20 training and 20 test tasks drawn with a fixed seed from τ²'s own splits."""
@@ -59,13 +63,26 @@ module imports pandas when it can (for hashing DataFrames, which no domain holds
 
 @dataclass(frozen=True)
 class ToolCallLog:
-    """One call executed on an :class:`EpisodeEnv`."""
+    """One call executed on an :class:`EpisodeEnv` (``requestor``: τ²'s ``assistant`` or ``user``)."""
 
     name: str
     arguments: dict[str, Any]
     content: str
     error: bool
     write: bool
+    requestor: str = "assistant"
+
+
+class DeepCopySource:
+    """A validated τ² DB that episodes clone by a full deep copy: for DBs too small for copy-on-read to pay, or whose
+    tools mutate records they found by iterating (telecom's ``_get_line_by_phone``), where copy-on-read is unsafe."""
+
+    def __init__(self, pristine: Any) -> None:
+        self.pristine = pristine
+
+    def clone(self) -> Any:
+        """A private deep copy."""
+        return self.pristine.model_copy(deep=True)
 
 
 @dataclass
@@ -80,8 +97,12 @@ class TauDomain:
     splits: dict[str, list[str]]
     _db_class: Any  # the domain's pydantic DB model class
     _pristine_raw: dict[str, Any]
-    _pristine: CopyOnReadSource  # validated once; never mutated (copy-on-read clones share its records)
+    _pristine: CopyOnReadSource | DeepCopySource  # validated once; never mutated
     _env_factory: Callable[..., Any]
+    user_tool_schemas: list[dict[str, Any]] = field(default_factory=list)
+    """The simulated user's own tools (telecom's phone); empty where the user has none."""
+    user_tool_types: dict[str, str] = field(default_factory=dict)
+    _user_pristine: DeepCopySource | None = None  # the user's device and surroundings, where the user has tools
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -104,15 +125,30 @@ class TauDomain:
             env_module = importlib.import_module(f"tau2.domains.{name}.environment")
             utils = importlib.import_module(f"tau2.domains.{name}.utils")
             data_model = importlib.import_module(f"tau2.domains.{name}.data_model")
-        db_class = {"airline": "FlightDB", "retail": "RetailDB", "mock": "MockDB"}[name]
+        db_class = {"airline": "FlightDB", "retail": "RetailDB", "mock": "MockDB", "telecom": "TelecomDB"}[name]
         prefix = name.upper()
-        raw = json.loads(Path(getattr(utils, f"{prefix}_DB_PATH")).read_text())
+        raw = _load_raw(Path(getattr(utils, f"{prefix}_DB_PATH")))
         db_cls = getattr(data_model, db_class)
-        pristine = CopyOnReadSource(db_cls.model_validate(raw))
-        env = env_module.get_environment(db=pristine.clone())  # read for schemas and policy only
+        pristine: CopyOnReadSource | DeepCopySource
+        user_pristine: DeepCopySource | None = None
+        extra: dict[str, Any] = {}
+        if name in DUAL_CONTROL:
+            pristine = DeepCopySource(db_cls.model_validate(raw))
+            user_model = importlib.import_module(f"tau2.domains.{name}.user_data_model")
+            user_raw = _load_raw(Path(getattr(utils, f"{prefix}_USER_DB_PATH")))
+            user_pristine = DeepCopySource(user_model.TelecomUserDB.model_validate(user_raw))
+            extra["user_db"] = user_pristine.clone()
+        else:
+            pristine = CopyOnReadSource(db_cls.model_validate(raw))
+        env = env_module.get_environment(db=pristine.clone(), **extra)  # read for schemas and policy only
         tools = env.tools
         schemas = [tool.openai_schema for tool in sorted(env.get_tools(), key=lambda t: t.name)]
         tool_types = {tool_name: str(tools.tool_type(tool_name).value) for tool_name in tools.tools}
+        user_schemas: list[dict[str, Any]] = []
+        user_types: dict[str, str] = {}
+        if user_pristine is not None:
+            user_schemas = [tool.openai_schema for tool in sorted(env.get_user_tools(), key=lambda t: t.name)]
+            user_types = {n: str(env.user_tools.tool_type(n).value) for n in env.user_tools.tools}
         tasks = {task.id: task for task in env_module.get_tasks(None)}
         splits = {key: list(ids) for key, ids in env_module.get_tasks_split().items()}
         return cls(
@@ -126,7 +162,15 @@ class TauDomain:
             _pristine_raw=raw,
             _pristine=pristine,
             _env_factory=env_module.get_environment,
+            user_tool_schemas=user_schemas,
+            user_tool_types=user_types,
+            _user_pristine=user_pristine,
         )
+
+    @property
+    def dual_control(self) -> bool:
+        """Whether the simulated user has tools of its own (telecom)."""
+        return self._user_pristine is not None
 
     # -- tools -------------------------------------------------------------------------------------------------
 
@@ -160,9 +204,19 @@ class TauDomain:
         against)."""
         return self._db_class.model_validate(self._pristine_raw)
 
-    def new_env(self) -> EpisodeEnv:
-        """A private environment for one episode, on a fresh clone of the DB."""
-        return EpisodeEnv(self, self._env_factory(db=self.clone_db()))
+    def new_env(self, task_id: str | None = None) -> EpisodeEnv:
+        """A private environment for one episode, on a fresh clone of the DB (and of the user's device where the user
+        has tools), set to ``task_id``'s initial state as τ²'s orchestrator sets it (its ``initialization_actions``,
+        each followed by τ²'s ``sync_tools``)."""
+        if self._user_pristine is None:
+            env = EpisodeEnv(self, self._env_factory(db=self.clone_db()))
+        else:
+            env = EpisodeEnv(self, self._env_factory(db=self.clone_db(), user_db=self._user_pristine.clone()))
+        state = self.task(task_id).initial_state if task_id is not None else None
+        if state is not None:
+            for action in state.initialization_actions or []:
+                env.initialize(action)
+        return env
 
     def cached(self, key: str, build: Callable[[], Any]) -> Any:
         """A per-process memo (gold DB hashes and the like), built once under a lock."""
@@ -198,6 +252,8 @@ class TauDomain:
 
         task = self.task(task_id)
         criteria = task.evaluation_criteria
+        if self.dual_control:
+            return _dual_control_unsupported(task)
         if task.initial_state is not None:
             return "it starts from an initial state"
         if criteria is not None and criteria.env_assertions:
@@ -215,6 +271,30 @@ class TauDomain:
 
 _LOCK = threading.RLock()
 _DOMAINS: dict[str, TauDomain] = {}
+
+
+def _load_raw(path: Path) -> Any:
+    """A τ² data file: JSON as before, TOML (telecom's DBs) through τ²'s own loader."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text())
+    from tau2.utils import load_file
+
+    return load_file(str(path))
+
+
+def _dual_control_unsupported(task: Any) -> str | None:
+    """Why a telecom task cannot run: only ``initialization_actions`` are reproduced (no initialization data, no
+    message history), and only DB, ENV_ASSERTION, ACTION and COMMUNICATE grades (no NL assertions). No telecom task
+    has any of these."""
+    from ecdysis.benchmarks.tau2.grading import DUAL_CONTROL_BASES
+
+    state, criteria = task.initial_state, task.evaluation_criteria
+    if state is not None and state.initialization_data is not None:
+        return "it starts from initialization data"
+    if state is not None and state.message_history:
+        return "it starts from a message history"
+    bases = {str(b.value) for b in criteria.reward_basis} - DUAL_CONTROL_BASES if criteria is not None else set()
+    return f"its reward basis includes {sorted(bases)}" if bases else None
 
 
 def select_tasks(domain: str, split: Split | str | None = None, n: int | None = PAPER_TASKS_PER_SPLIT,
@@ -256,6 +336,44 @@ class EpisodeEnv:
         """The episode's DB (a τ² pydantic model)."""
         return self._env.tools.db
 
+    @property
+    def user_db(self) -> Any:
+        """The episode's copy of the user's device and surroundings (telecom), or None."""
+        return self._env.user_tools.db if self.domain.dual_control else None
+
+    def hashes(self) -> tuple[str | None, str | None]:
+        """τ²'s hashes of the agent's DB and of the user's DB (``get_db_hash`` / ``get_user_db_hash``)."""
+        return self._env.get_db_hash(), self._env.get_user_db_hash()
+
+    def initialize(self, action: Any) -> Any:
+        """Run one of τ²'s ``EnvFunctionCall`` on this environment (an initialization action or an assertion)."""
+        return self._env.run_env_function_call(action)
+
+    def run_assertion(self, assertion: Any) -> bool:
+        """One of τ²'s ``EnvAssertion`` on this environment, as τ²'s evaluator runs it (no exception on failure)."""
+        return bool(self._env.run_env_assertion(assertion, raise_assertion_error=False))
+
+    def gold_call(self, name: str, arguments: dict[str, Any], requestor: str) -> None:
+        """A gold action as τ²'s evaluator runs it on its gold environment: no ``sync_tools`` after it, and an error is
+        ignored."""
+        try:
+            self._env.make_tool_call(name, requestor=requestor, **arguments)
+        except Exception:  # τ² logs a failing gold action and goes on
+            return
+
+    def sync(self) -> None:
+        """τ²'s ``sync_tools`` (the orchestrator runs it after every step)."""
+        self._env.sync_tools()
+
+    def user_call(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """Execute one of the user's own tools (the simulated user acting on its phone), as τ² does for a user
+        tool call; logged with requestor ``user``."""
+        arguments = tau2_arguments(arguments)
+        content, error = self._execute(name, arguments, requestor="user")
+        self.log.append(ToolCallLog(name=name, arguments=arguments, content=content, error=error,
+                                    write=self.domain.user_tool_types.get(name) == "write", requestor="user"))
+        return content, error
+
     def call(self, name: str, arguments: Any) -> tuple[str, bool]:
         """Execute a tool as the agent; returns ``(content, error)`` exactly as τ² renders it, and logs the call.
 
@@ -281,15 +399,16 @@ class EpisodeEnv:
         """The executed calls to write tools, in order (errored ones included: a tool may fail half-way)."""
         return [entry for entry in self.log if entry.write]
 
-    def _execute(self, name: str, arguments: Any) -> tuple[str, bool]:
-        if not isinstance(name, str) or name not in self.domain.tool_types:
+    def _execute(self, name: str, arguments: Any, requestor: str = "assistant") -> tuple[str, bool]:
+        known = self.domain.tool_types if requestor == "assistant" else self.domain.user_tool_types
+        if not isinstance(name, str) or name not in known:
             return f"Error: Tool '{name}' not found.", True
         arguments = tau2_arguments(arguments)
         try:
             if name == "calculate" and calculator.needs_guard(arguments):
                 response = calculator.calculate(arguments["expression"])  # τ²'s eval could hold the GIL for minutes
             else:
-                response = self._env.make_tool_call(name, requestor="assistant", **arguments)
+                response = self._env.make_tool_call(name, requestor=requestor, **arguments)
                 self._env.sync_tools()
             error = False
         except Exception as exc:  # a tool's own validation error is a result for the agent, as in τ²

@@ -9,6 +9,9 @@
   budget or deadline as ``budget_exceeded`` / ``timeout``; an empty user reply ends it as ``user_stop``, graded (the
   agent's message provoked it, so it is the harness's outcome);
 - ``tool.call`` / ``tool.peek`` on the episode's private :class:`EpisodeEnv`;
+- in telecom (dual control), the user's own tool calls, made during ``user.respond`` on the same private environment
+  (its copy of the user's phone and of the DB) and handed to the transcript by :meth:`take_user_steps`; the sandbox
+  sees only what the user then says;
 - the grade: a replay of the executed write calls, as τ²'s ``evaluate_simulation`` grades (:mod:`.grading`).
 """
 
@@ -20,7 +23,7 @@ from ecdysis.benchmarks.episode import agent_texts
 from ecdysis.benchmarks.tau2 import transcript
 from ecdysis.benchmarks.tau2.domain import TauDomain
 from ecdysis.benchmarks.tau2.grading import grade
-from ecdysis.benchmarks.tau2.user import EmptyUserReply, UserSimulator, UserSimulatorError
+from ecdysis.benchmarks.tau2.user import EmptyUserReply, UserSimulator, UserSimulatorError, UserToolLoop
 from ecdysis.protocols import LLMClient
 from ecdysis.records import TerminationReason, TokenUsage
 
@@ -34,8 +37,10 @@ class Tau2Environment:
                  context: dict[str, Any]) -> None:
         self.domain = domain
         self.task_id = task_id
-        self.env = domain.new_env()
-        self.user = UserSimulator(llm, user_model, domain.task(task_id), context=context)
+        self.env = domain.new_env(task_id)
+        self.user = UserSimulator(llm, user_model, domain.task(task_id), context=context,
+                                  tools=domain.user_tool_schemas or None,
+                                  act=self.env.user_call if domain.dual_control else None)
         self.policy = domain.policy
         self.tools = domain.tool_schemas
         self.config = {"domain": domain.name, "write_tools": sorted(domain.write_tools)}
@@ -49,6 +54,8 @@ class Tau2Environment:
             reply = self.user.respond(text, deadline=deadline)
         except EmptyUserReply as exc:
             raise EndEpisode(TerminationReason.USER_STOP, str(exc)) from exc
+        except UserToolLoop as exc:  # τ²'s run would have reached its step limit
+            raise EndEpisode(TerminationReason.MAX_STEPS, str(exc)) from exc
         except UserSimulatorError as exc:
             cause = exc.__cause__
             if isinstance(cause, BudgetExceeded):  # the run's budget, not a fault of the simulator
@@ -61,6 +68,10 @@ class Tau2Environment:
                                  f"the user simulator's model rejected the agent's message: {exc}") from exc
             raise EndEpisode(TerminationReason.INFRASTRUCTURE_ERROR, str(exc)) from exc
         return reply.text, reply.stop
+
+    def take_user_steps(self) -> list[dict[str, Any]]:
+        """The user's own tool calls since the last take, as transcript entries (dual control; else none)."""
+        return self.user.take_steps()
 
     def call(self, name: str, arguments: Any) -> tuple[str, bool]:
         return self.env.call(name, arguments)

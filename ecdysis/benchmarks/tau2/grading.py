@@ -13,6 +13,12 @@ Here the same decisions cost far less:
 - a trajectory whose writes are exactly the gold writes (same names, arguments and order) matches without replay:
   the τ² tools are deterministic (fixed clock, fixed new ids), so the same writes on the same DB give the same DB.
 The hash is τ²'s own (``get_dict_hash`` of ``model_dump()``), so equality decisions are the same.
+
+Telecom (dual control, :func:`grade_dual_control`) is graded otherwise, as τ² grades it: every tool call of the
+conversation, the agent's and the user's (the user acts on its phone), is replayed in order into a fresh environment
+set to the task's initial state, each result checked against the one recorded; the task's environment assertions
+(about the user's device and the agent's DB) then run on it; the gold actions (tool calls by name and arguments,
+whoever made them) must appear among the calls where the reward basis names ACTION.
 """
 
 from __future__ import annotations
@@ -26,14 +32,22 @@ from ecdysis.benchmarks.tau2.domain import TauDomain
 from ecdysis.records import TerminationReason
 
 SUPPORTED_BASES = frozenset({"DB", "COMMUNICATE", "ENV_ASSERTION"})
+DUAL_CONTROL_BASES = frozenset({"DB", "COMMUNICATE", "ENV_ASSERTION", "ACTION"})
 
 
 @dataclass(frozen=True)
 class WriteCall:
-    """An executed tool call as the grader needs it."""
+    """An executed tool call as the grader needs it: who made it (τ²'s ``assistant`` or ``user``) and the result the
+    episode recorded (``None`` where unknown; τ²'s replay checks it)."""
 
     name: str
     arguments: dict[str, Any]
+    requestor: str = "assistant"
+    content: str | None = None
+
+
+class ReplayMismatch(ValueError):
+    """A replayed tool call gave another result than the one recorded (τ²'s ``set_state`` raises the same)."""
 
 
 @dataclass
@@ -137,6 +151,8 @@ def grade(domain: TauDomain, task_id: str, termination: TerminationReason | str,
     criteria = task.evaluation_criteria
     if criteria is None:
         return Grade(1.0, note="No evaluation criteria")
+    if domain.dual_control:
+        return grade_dual_control(domain, task_id, executed, agent_texts)
     bases = {str(basis.value) for basis in criteria.reward_basis}
     unsupported = bases - SUPPORTED_BASES
     if unsupported or task.initial_state is not None or criteria.env_assertions:
@@ -157,3 +173,95 @@ def grade(domain: TauDomain, task_id: str, termination: TerminationReason | str,
         breakdown["COMMUNICATE"] = 0.0 if missing else 1.0
         reward *= breakdown["COMMUNICATE"]
     return Grade(reward, breakdown, db_match=db_match, communicate_missing=missing)
+
+
+# -- dual control (telecom) ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class DualGrade(Grade):
+    """A telecom grade: the τ² checks behind it."""
+
+    assertions: list[bool] = field(default_factory=list)
+    actions_found: list[bool] = field(default_factory=list)
+
+
+def replay_env(domain: TauDomain, task_id: str, executed: Sequence[WriteCall]) -> Any:
+    """A fresh environment at the task's initial state with every call of ``executed`` replayed in order, as τ²'s
+    evaluator builds its predicted environment; a recorded result that differs is a :class:`ReplayMismatch`."""
+    env = domain.new_env(task_id)
+    for call in executed:
+        if call.requestor == "user":
+            content, _ = env.user_call(call.name, call.arguments)
+        else:
+            content, _ = env.call(call.name, call.arguments)
+        if call.content is not None and _loaded(content) != _loaded(call.content):
+            raise ReplayMismatch(f"tool call {call.name}({call.arguments}) by the {call.requestor} returned "
+                                 f"{content!r} on replay; {call.content!r} was recorded")
+    env.sync()
+    return env
+
+
+def _loaded(content: str) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content
+
+
+def gold_hashes(domain: TauDomain, task_id: str) -> tuple[str | None, str | None]:
+    """τ²'s agent-DB and user-DB hashes of the gold environment (initial state, then the gold actions, each by its
+    requestor, without ``sync_tools`` after them and errors ignored, as τ²'s evaluator runs them); cached."""
+
+    def build() -> tuple[str | None, str | None]:
+        env = domain.new_env(task_id)
+        env.sync()
+        for action in domain.task(task_id).evaluation_criteria.actions or []:
+            env.gold_call(action.name, dict(action.arguments), str(action.requestor))
+        return env.hashes()
+
+    result: tuple[str | None, str | None] = domain.cached(f"gold_hashes:{task_id}", build)
+    return result
+
+
+def actions_found(domain: TauDomain, task_id: str, executed: Sequence[WriteCall]) -> list[bool]:
+    """For each gold action, whether some executed call matches it (τ²'s ``compare_with_tool_call``: the name, and
+    the arguments named by ``compare_args``, every argument of the call when it is None; the requestor is not
+    compared)."""
+    from tau2.data_model.message import ToolCall
+
+    calls = [ToolCall(id="", name=c.name, arguments=c.arguments, requestor=c.requestor) for c in executed]
+    gold = domain.task(task_id).evaluation_criteria.actions or []
+    return [any(action.compare_with_tool_call(call) for call in calls) for action in gold]
+
+
+def grade_dual_control(domain: TauDomain, task_id: str, executed: Sequence[WriteCall],
+                       agent_texts: Sequence[str]) -> DualGrade:
+    """A normally ended telecom episode, graded as τ²'s ``evaluate_simulation(..., EvaluationType.ALL)`` grades it
+    (see the module doc); ``executed``: every tool call of the conversation, the user's included, in order."""
+    task = domain.task(task_id)
+    criteria = task.evaluation_criteria
+    bases = {str(basis.value) for basis in criteria.reward_basis}
+    reason = domain.unsupported_reason(task_id)
+    if reason:
+        raise NotImplementedError(f"task {domain.name}/{task_id}: {reason}")
+    result = DualGrade(1.0)
+    if bases & {"DB", "ENV_ASSERTION"} and not (criteria.actions is None and criteria.env_assertions is None):
+        env = replay_env(domain, task_id, executed)
+        result.db_match = env.hashes() == gold_hashes(domain, task_id)
+        result.assertions = [env.run_assertion(a) for a in criteria.env_assertions or []]
+        if "DB" in bases:
+            result.breakdown["DB"] = 1.0 if result.db_match else 0.0
+        if "ENV_ASSERTION" in bases:
+            result.breakdown["ENV_ASSERTION"] = 1.0 if all(result.assertions) else 0.0
+    elif bases & {"DB", "ENV_ASSERTION"}:
+        result.db_match = True  # τ²: nothing to check, no breakdown
+    result.actions_found = actions_found(domain, task_id, executed)  # τ² checks them on every task
+    if "ACTION" in bases:
+        result.breakdown["ACTION"] = 1.0 if all(result.actions_found) else 0.0
+    if "COMMUNICATE" in bases:
+        result.communicate_missing = communicate_missing(criteria.communicate_info or [], agent_texts)
+        result.breakdown["COMMUNICATE"] = 0.0 if result.communicate_missing else 1.0
+    for value in result.breakdown.values():
+        result.reward *= value
+    return result

@@ -28,10 +28,17 @@ already in it, so they work under any harness that keeps the assistant's tool ca
   (airline). The scripted diagnoser and coder fix only the recurring flaw, so slips stay failures in every round:
   they stand for the model-specific failures a harness edit does not remove.
 
+Telecom (dual control): the gold agent and its variants turn each gold action whose requestor is the user into a
+message asking the user to perform it on their phone (:func:`ask_text`, a machine-readable :data:`ASK` line); the
+scripted user performs exactly the action asked for, with its own tool, and reports what the phone returned.
+
 User model (role ``user``):
 
 - :func:`scripted_user`: opens with the scenario's reason for calling and known info, answers ``yes`` to any
-  question asking for confirmation, and otherwise ends the conversation with ``###STOP###``.
+  question asking for confirmation, performs on its phone any action asked for with :data:`ASK` (telecom) and reports
+  the result, and otherwise ends the conversation with ``###STOP###``.
+- :func:`meddling_user`: ``scripted_user`` that, on its first reply, also toggles its mobile data without being
+  asked (a user action the agent never asked for; telecom).
 - :func:`silent_user`: like ``scripted_user`` but answers a confirmation question with whitespace only (a user model
   that a harness's message left with nothing to say).
 
@@ -59,8 +66,12 @@ from ecdysis.testing.evolution import (
     scripted_opencode_coder,
 )
 
-Plan = list[tuple[str, dict[str, Any]]]
-"""Tool calls (name, arguments) in the order a scripted agent makes them."""
+Plan = list[tuple[str, Any]]
+"""Steps in the order a scripted agent takes them: tool calls ``(name, arguments)``, and in telecom requests to the
+user ``(ASK, {"name": ..., "arguments": ...})`` to perform a user action on their phone."""
+ASK = "[on your phone]"
+"""Marks a request to perform one user action: ``[on your phone] <tool name> <JSON arguments>``."""
+_ASKED = re.compile(r"\[on your phone\] (?P<name>\w+) (?P<arguments>\{.*\})")
 STOP = "###STOP###"
 CLOSING = "Is there anything else I can help you with?"
 
@@ -93,22 +104,37 @@ def final_message(communicate_info: list[str]) -> str:
     return f"{FINAL_MARKER}: {facts}."
 
 
-def _plan_agent(messages: list[dict[str, Any]], context: dict[str, Any], plan: list[tuple[str, Any]],
+def ask_text(name: str, arguments: dict[str, Any]) -> str:
+    """The agent's request that the user perform ``name(arguments)`` on their phone."""
+    return f"Please do this on your phone and tell me what it shows: {ASK} {name} {json.dumps(arguments)}"
+
+
+def _asks_made(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "assistant" and ASK in str(m.get("content") or ""))
+
+
+def _plan_agent(messages: list[dict[str, Any]], context: dict[str, Any], plan: Plan,
                 info: list[str]) -> str | dict[str, Any]:
-    made = _tool_calls_made(messages)
+    made = _tool_calls_made(messages) + _asks_made(messages)
     if made < len(plan):
         name, arguments = plan[made]
+        if name == ASK:
+            return ask_text(arguments["name"], arguments["arguments"])
         return _tool_call(f"scripted-{made}", name, arguments)
     if not _final_sent(messages, FINAL_MARKER):
         return final_message(info)
     return CLOSING
 
 
-def _gold_plan(context: dict[str, Any]) -> tuple[TauDomain, list[tuple[str, dict[str, Any]]], list[str]]:
+def _gold_plan(context: dict[str, Any]) -> tuple[TauDomain, Plan, list[str]]:
     domain, task = _task(context)
     actions = task.evaluation_criteria.actions or []
-    plan = [(a.name, dict(a.arguments)) for a in actions]
+    plan = [_step(a.name, dict(a.arguments), str(getattr(a, "requestor", "assistant"))) for a in actions]
     return domain, plan, list(task.evaluation_criteria.communicate_info or [])
+
+
+def _step(name: str, arguments: dict[str, Any], requestor: str) -> tuple[str, Any]:
+    return (ASK, {"name": name, "arguments": arguments}) if requestor == "user" else (name, arguments)
 
 
 def gold_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -134,7 +160,7 @@ def not_object_arguments_agent(messages: list[dict[str, Any]], tools: list[dict[
     """The gold agent, which first calls the task's first gold tool once with each of :data:`NOT_OBJECT_ARGUMENTS`
     as its argument text (as a model can send them); none of them can execute, so the gold score stands."""
     _, plan, info = _gold_plan(context)
-    target = plan[0][0] if plan else "calculate"
+    target = next((name for name, _ in plan if name != ASK), "calculate")
     return _plan_agent(messages, context, [(target, text) for text in NOT_OBJECT_ARGUMENTS] + plan, info)
 
 
@@ -145,17 +171,21 @@ def repeat_write_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any
     return _plan_agent(messages, context, _with_writes_repeated(domain, plan), info)
 
 
+def _is_write(domain: TauDomain, step: tuple[str, Any]) -> bool:
+    return step[0] != ASK and domain.is_write(step[0])
+
+
 def _with_writes_repeated(domain: TauDomain, plan: Plan) -> Plan:
     doubled: Plan = []
     for name, arguments in plan:
         doubled.append((name, arguments))
-        if domain.is_write(name):
+        if _is_write(domain, (name, arguments)):
             doubled.append((name, arguments))
     return doubled
 
 
 def _without_first_write(domain: TauDomain, plan: Plan) -> Plan:
-    writes = [i for i, (name, _) in enumerate(plan) if domain.is_write(name)]
+    writes = [i for i, step in enumerate(plan) if _is_write(domain, step)]
     return plan[: writes[0]] + plan[writes[0] + 1:] if writes else plan
 
 
@@ -179,7 +209,7 @@ SLIP_CERTIFICATE_USD = 100
 
 
 def _slip(domain: TauDomain, plan: Plan, context: dict[str, Any]) -> Plan:
-    if any(domain.is_write(name) for name, _ in plan):
+    if any(_is_write(domain, step) for step in plan):
         return _without_first_write(domain, plan)
     _, task = _task(context)
     user = _USER_ID.search(str(task.user_scenario.instructions))
@@ -192,13 +222,20 @@ CONFIRM_WORDS = ("confirm", "(yes/no)", "shall i proceed", "do you want me to pr
 
 
 def scripted_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                  context: dict[str, Any]) -> str:
-    """A deterministic user: states the scenario, confirms when asked, then stops.
+                  context: dict[str, Any]) -> str | dict[str, Any]:
+    """A deterministic user: states the scenario, confirms when asked, performs an action asked for with :data:`ASK`
+    on its phone (when it has tools), then stops.
 
-    It sees the user simulator's conversation, where the agent's utterances have role ``user``.
+    It sees the user simulator's conversation, where the agent's utterances have role ``user``, its own tool calls
+    role ``assistant`` and their results role ``tool``.
     """
     _, task = _task(context)
+    if messages and messages[-1].get("role") == "tool":
+        return f"I did it. My phone shows: {messages[-1].get('content')}"
     agent_turns = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+    asked = _ASKED.search(agent_turns[-1]) if agent_turns and tools else None
+    if asked:
+        return _tool_call(f"device-{len(messages)}", asked["name"], asked["arguments"])
     if len(agent_turns) <= 1:
         instructions = task.user_scenario.instructions
         if isinstance(instructions, str):
@@ -211,10 +248,26 @@ def scripted_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     return STOP
 
 
-def silent_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
+def silent_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                context: dict[str, Any]) -> str | dict[str, Any]:
     """``scripted_user`` until the agent asks for a confirmation, which it answers with whitespace only."""
     reply = scripted_user(messages, tools, context)
-    return "  \n" if reply.startswith("Yes, I confirm") else reply
+    return "  \n" if isinstance(reply, str) and reply.startswith("Yes, I confirm") else reply
+
+
+MEDDLING_ACTION = "toggle_data"
+
+
+def meddling_user(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  context: dict[str, Any]) -> str | dict[str, Any]:
+    """``scripted_user`` that, on its first reply and before saying anything, toggles its mobile data unasked."""
+    own_calls = [m for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]
+    said = [m for m in messages if m.get("role") == "assistant" and not m.get("tool_calls")]
+    if tools and not own_calls and not said:
+        return _tool_call("meddle-0", MEDDLING_ACTION, {})
+    if len(own_calls) == 1 and not said and messages[-1].get("role") == "tool":
+        return scripted_user(messages[:-2], tools, context)  # now say what it would have said first
+    return scripted_user(messages, tools, context)
 
 
 _RESERVATION_ID = re.compile(r"\b[A-Z0-9]{6}\b")

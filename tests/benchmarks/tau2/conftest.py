@@ -16,3 +16,8 @@ def airline() -> TauDomain:
 @pytest.fixture(scope="session")
 def retail() -> TauDomain:
     return TauDomain.load("retail")
+
+
+@pytest.fixture(scope="session")
+def telecom() -> TauDomain:
+    return TauDomain.load("telecom")
