@@ -1,6 +1,7 @@
-"""``ecdysis export RUN``, ``ecdysis verify RUN`` and ``ecdysis replay RUN``: a run's evidence in each benchmark's own
-format, the run re-graded by the official evaluators (:mod:`ecdysis.verification`), and the run re-run from its
-response cache and compared (:mod:`ecdysis.replay`)."""
+"""``ecdysis export RUN``, ``ecdysis verify RUN``, ``ecdysis replay RUN|PACK`` and ``ecdysis pack RUN``: a run's
+evidence in each benchmark's own format, the run re-graded by the official evaluators (:mod:`ecdysis.verification`),
+the run re-run from its response cache and compared (:mod:`ecdysis.replay`), and the run as a self-contained replay
+pack (:mod:`ecdysis.replay.pack`)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import typer
 from rich.table import Table
 
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
-from ecdysis.store import StoreError
+from ecdysis.store import ArtifactStore, StoreError
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``export``, ``verify`` and ``replay`` to ``app``."""
+    """Add ``export``, ``verify``, ``replay`` and ``pack`` to ``app``."""
     app.command("export")(export)
     app.command("verify")(verify)
     app.command("replay")(replay)
+    app.command("pack")(pack)
 
 
 def export(run: Annotated[str, typer.Argument(help="Run id.")],
@@ -84,19 +86,21 @@ def verify(run: Annotated[str, typer.Argument(help="Run id.")],
     console.print(f"all {verification.checked} trajectories agree", highlight=False)
 
 
-def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train or eval run.")],
+def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train or eval run, or a replay pack "
+                                             "(`ecdysis pack`, a .tar.gz file).")],
            out: Annotated[str | None, typer.Option("--out", help="Store for the replay's own records (default: a new "
                                                    "temporary folder); must be empty of this run.")] = None,
            ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster (default: "
                                                            "a local Ray).")] = None,
            store: StoreOption = DEFAULT_STORE) -> None:
-    """Re-run a finished run from its response cache, with no provider call, and check that every trajectory,
-    grade, failure record, specification, harness hash and metric is identical; exit 1 on a cache miss (named) or
-    on the first difference of each check."""
+    """Re-run a finished run (from a store, or from a replay pack) from its response cache, with no provider call,
+    and check that every trajectory, grade, failure record, specification, harness hash and metric is identical;
+    exit 1 on a cache miss (named) or on the first difference of each check."""
     from ecdysis.replay import NotReplayable, replay_run
 
     try:
-        result = replay_run(open_store(store), run, out_uri=out, ray_address=ray_address)
+        source, run = _replay_source(run, store)
+        result = replay_run(source, run, out_uri=out, ray_address=ray_address)
     except (StoreError, NotReplayable, ValueError) as err:
         fail(str(err))
     console.print(f"replayed {result.kind} run {run}: {result.trajectories} trajectories, records in "
@@ -113,3 +117,34 @@ def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train o
         fail(f"the replay differs from run {run} in {len(result.differences)} check(s)")
     console.print("identical: trajectories, grades, failure records, specifications, harness hashes, metrics and "
                   "LLM calls per role (times and provider charges are not replayed)", highlight=False)
+
+
+def _replay_source(run: str, store: str) -> tuple[ArtifactStore, str]:
+    """The store and run id to replay: a pack file unpacked into a new temporary folder, else ``run`` in ``store``."""
+    import tempfile
+
+    from ecdysis.replay.pack import pack_run_id, unpack_store
+
+    path = Path(run)
+    if not path.is_file():
+        return open_store(store), run
+    source = unpack_store(path, Path(tempfile.mkdtemp(prefix="ecdysis-pack-")))
+    return source, pack_run_id(path)
+
+
+def pack(run: Annotated[str, typer.Argument(help="Run id of a finished train or eval run.")],
+         out: Annotated[Path | None, typer.Option("--out", "-o", help="The pack to write (default: "
+                                                  "<run>.pack.tar.gz).")] = None,
+         store: StoreOption = DEFAULT_STORE) -> None:
+    """Write a finished run as a replay pack: its records, harness bundles and exactly the responses its calls used,
+    in one .tar.gz that `ecdysis replay PACK` re-runs with no model on any machine."""
+    from ecdysis.replay import NotReplayable
+    from ecdysis.replay.pack import write_pack
+
+    target = out or Path(f"{run}.pack.tar.gz")
+    try:
+        summary = write_pack(open_store(store), run, target)
+    except (StoreError, NotReplayable, ValueError) as err:
+        fail(str(err))
+    console.print(f"wrote {target}: {summary.kind} run {run}, {summary.files} files, {summary.harnesses} harness(es), "
+                  f"{summary.responses} responses, {summary.bytes:,} bytes", highlight=False, soft_wrap=True)

@@ -50,7 +50,7 @@ def study_command(
     if not report_only:
         ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
         with local_models(study) as served:
-            runner = StudyRunner(served, store_uri=uri, on_run=_print_run)
+            runner = StudyRunner(served, store_uri=uri, on_run=_print_run, study_id=study.study_id())
             console.print(f"[bold]study[/] {runner.manifest.study_id} · configurations "
                           f"{', '.join(study.configurations)} · models {', '.join(study.eval_models)} · store {uri}",
                           highlight=False, soft_wrap=True)

@@ -226,6 +226,32 @@ class ArtifactStore:
         """The object under ``namespace``/``key``, or None."""
         return self._backend.get(_object_key(namespace, key))
 
+    def copy_run_files(self, run_id: str, into: ArtifactStore) -> int:
+        """Copy ``run_id``'s manifest and every dataset file of the run, byte for byte, into ``into``; returns how
+        many files were copied."""
+        from ecdysis.schemas import DATASETS
+
+        _check_name("run_id", run_id)
+        keys = [_manifest_key(run_id)] if self._backend.exists(_manifest_key(run_id)) else []
+        for name in DATASETS:
+            keys += self._batch_keys(name, run_id, None)
+        return self._copy(keys, into)
+
+    def copy_objects(self, namespace: str, into: ArtifactStore, *, prefix: str) -> int:
+        """Copy the objects of ``namespace`` whose key is ``prefix`` or starts with ``prefix/`` into ``into``."""
+        base = _object_key(namespace, prefix)
+        keys = [key for key in self._backend.list(base) if key == base or key.startswith(base + "/")]
+        return self._copy(keys, into)
+
+    def _copy(self, keys: Sequence[str], into: ArtifactStore) -> int:
+        copied = 0
+        for key in keys:
+            data = self._backend.get(key)
+            if data is not None:
+                into._backend.put(key, data)
+                copied += 1
+        return copied
+
     # -- run manifests ------------------------------------------------------------------------------------------
 
     def write_manifest(self, manifest: RunManifest) -> None:

@@ -53,12 +53,15 @@ class StudyRunner:
     trainer: Trainer = train_in_process
     on_run: Callable[[StudyEntry], None] | None = None
     on_checkpoint: Callable[[StudyEntry], None] | None = None
+    study_id: str | None = None
+    """The checkpoint's key; None: ``study.study_id()``. A study whose models are served for the run passes the id
+    of the study as written, so where a model was served (a server's slots or context) never changes it."""
     store: Any = field(init=False)
     manifest: StudyManifest = field(init=False)
 
     def __post_init__(self) -> None:
         self.store = open_store(self.store_uri)
-        study_id = self.study.study_id()
+        study_id = self.study_id or self.study.study_id()
         self.manifest = load_manifest(self.store, study_id) or StudyManifest(study_id=study_id,
                                                                              protocol=self.study.protocol())
 

@@ -91,3 +91,46 @@ def test_a_call_missing_from_the_cache_fails_the_replay_and_is_named(matrix_run:
 def test_only_a_finished_known_run_is_replayed(tmp_path: Path) -> None:
     result = _cli("replay", "ghost", "--store", str(tmp_path / "runs"))
     assert result.exit_code == 1 and "run 'ghost' not found" in result.output
+
+
+def test_a_pack_holds_only_its_run_and_replays_identically_anywhere(matrix_run: tuple[Path, str],
+                                                                   tmp_path: Path) -> None:
+    store, run = matrix_run
+    shared = tmp_path / "shared"
+    shutil.copytree(store, shared)
+    # Another run's response in the same store stays out of the pack.
+    ArtifactStore(shared).put_object("llm_cache", "0" * 64, b'{"content": "another run"}')
+    pack = tmp_path / "run.pack.tar.gz"
+    result = _cli("pack", run, "--out", str(pack), "--store", str(shared))
+    assert result.exit_code == 0, result.output
+
+    calls: list[LLMCallRecord] = ArtifactStore(store).read("llm_calls", run_id=run)
+    used = {c.cache_key for c in calls}
+    assert None not in used
+    unpacked = tmp_path / "unpacked"
+    shutil.unpack_archive(pack, unpacked)
+    assert {p.name for p in (unpacked / "objects" / "llm_cache").iterdir()} == used
+    assert f"{len(used)} responses" in result.output
+    shutil.rmtree(shared)  # nothing of the original store is needed any more
+
+    replayed = _cli("replay", str(pack), "--out", str(tmp_path / "replay"))
+    assert replayed.exit_code == 0, replayed.output
+    assert f"replayed eval run {run}: 8 trajectories" in replayed.output and "identical" in replayed.output
+
+
+def test_a_pack_needs_a_finished_run_whose_calls_name_their_responses(matrix_run: tuple[Path, str],
+                                                                     tmp_path: Path) -> None:
+    store, run = matrix_run
+    assert _cli("pack", "ghost", "--store", str(store), "--out", str(tmp_path / "g.tar.gz")).exit_code == 1
+    copy = tmp_path / "runs"
+    shutil.copytree(store, copy)
+    old = ArtifactStore(copy)
+    rows: list[LLMCallRecord] = old.read("llm_calls", run_id=run)
+    shutil.rmtree(copy / "llm_calls")  # as a run stored before calls recorded their cache keys
+    old.append("llm_calls", [r.model_copy(update={"cache_key": None}) for r in rows], run_id=run)
+    result = _cli("pack", run, "--store", str(copy), "--out", str(tmp_path / "old.tar.gz"))
+    assert result.exit_code == 1 and "without a response-cache key" in result.output
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"not a tar")
+    result = _cli("replay", str(bad))
+    assert result.exit_code == 1 and "not a readable replay pack" in result.output

@@ -158,3 +158,15 @@ def test_transfer_evaluates_every_harness_on_the_second_model(local_ray: dict[st
     transfer = text[text.index("## Transfer"):text.index("## How to read it")]
     assert f"`{OTHER_MODEL}`" in transfer
     assert len(re.findall(r"\| ecdysis \| \d\.\d{3} \[.*\] \| \d\.\d{3} \[.*\] \|", transfer)) == 1
+
+
+def test_a_served_study_keeps_the_id_of_the_study_as_written(tmp_path: Path) -> None:
+    """Serving a local model fills in its route (context window, slots): the checkpoint stays the written study's,
+    so `ecdysis study --report-only` and a resume on a machine with other slots find the same runs."""
+    written = _study()
+    llm = written.base.llm.model_copy(update={"models": {TASK_MODEL: {"context_tokens": 16384}}})
+    served = written.model_copy(update={"base": written.base.model_copy(update={"llm": type(llm).model_validate(
+        llm.model_dump())})})
+    assert served.study_id() != written.study_id()
+    runner = StudyRunner(served, store_uri=str(tmp_path / "runs"), study_id=written.study_id())
+    assert runner.manifest.study_id == written.study_id()
