@@ -1,7 +1,8 @@
 """``ecdysis demo``: first a short deterministic training run on the scripted models that shows a harness getting
-better (training score 0.25 → 1.0, the accepted rule's diff printed), then one real training round with a real model
-(a provider model, the local SmolLM2-135M on a small airline slice, or, opted into, the local Qwen2.5-Coder pair on
-AgentBench DBBench: see :mod:`ecdysis.cli.demo_local`), and an HTML report covering both runs."""
+better (training score 0.25 → 1.0, the accepted rule's diff printed), then a real model's recorded training run
+replayed from its response cache (:mod:`ecdysis.cli.demo_replay`), then, optionally, one live training round with a
+real model (a provider model, the local SmolLM2-135M on a small airline slice, or, opted into, the local
+Qwen2.5-Coder pair on AgentBench DBBench: see :mod:`ecdysis.cli.demo_local`), and an HTML report covering the runs."""
 
 from __future__ import annotations
 
@@ -48,22 +49,36 @@ def demo_command(
                                                 "(about a minute, no model needed).")] = False,
     report: Annotated[Path, typer.Option("--report", help="Where to write the HTML report of the demo's runs.")]
     = Path("demo-report.html"),
-    model: Annotated[str | None, typer.Option("--model", help="The real-model part's model: `qwen` for the opt-in "
+    model: Annotated[str | None, typer.Option("--model", help="The live round's model: `qwen` for the opt-in "
                                               "local Qwen2.5-Coder 1.5B/0.5B (a 1.6 GB download the first time), or "
                                               "a litellm model string (default: $ECDYSIS_DEMO_MODEL, a provider "
                                               "whose key is set, else the local SmolLM2-135M).")] = None,
+    live: Annotated[bool, typer.Option("--live", help="After the recorded run, one live training round on a real "
+                                       "model (on by itself when --model, $ECDYSIS_DEMO_MODEL or a provider key "
+                                       "names one, or when no recorded run is shipped).")] = False,
 ) -> None:
-    """A harness getting better on scripted models (~1 min), then a real round on a real model; one HTML report."""
+    """A harness getting better on scripted models (~1 min), a real model's recorded training run replayed from its
+    response cache (a few minutes, no model server), then optionally a live round on a real model; one HTML
+    report."""
     outcome = scripted_part(store)
     run_ids = [outcome.run_id]
     uri = outcome_store(store)
     if not scripted_only:
-        import ray
+        from ecdysis.cli.demo_replay import replay_part
 
-        ray.shutdown()  # the model part's Ray must start after the local model server exports its address
-        real = model_part(store, model)
-        run_ids.append(real.run_id)
-        console.print(closing_note(real), highlight=False)
+        recorded = replay_part(uri)
+        if recorded is not None:
+            run_ids.append(recorded)
+        if live or model is not None or demo_model() is not None or recorded is None:
+            import ray
+
+            ray.shutdown()  # the model part's Ray must start after the local model server exports its address
+            real = model_part(store, model)
+            run_ids.append(real.run_id)
+            console.print(closing_note(real), highlight=False)
+        else:
+            console.print("a live round on a real model: `ecdysis demo --live` (local SmolLM2-135M) or "
+                          "`ecdysis demo --model qwen` (local Qwen2.5-Coder-1.5B)", highlight=False)
     from ecdysis.report import write_report
     from ecdysis.store import ArtifactStore
 
@@ -132,7 +147,7 @@ def model_part(store: str | None, model: str | None = None) -> TrainingOutcome:
 
     choice = model or demo_model()
     if choice is not None and choice != demo_local.QWEN:
-        console.rule("[bold]2. a real model: one training round on a small τ² airline slice")
+        console.rule("[bold]3. a real model, live: one training round on a small τ² airline slice")
         cfg = _in_store(load_config(resolve_config_path("demo")), store)
         models = cfg.models.model_copy(update={"task": [choice], "user": choice, "diagnoser": choice, "coder": choice})
         console.print(f"demo models: {choice} (from the {'command line' if model else 'environment'})",
@@ -140,7 +155,7 @@ def model_part(store: str | None, model: str | None = None) -> TrainingOutcome:
         return run_training(cfg.model_copy(update={"models": models}))
     plan = demo_local.qwen_plan() if choice == demo_local.QWEN else demo_local.smollm2_plan()
     cfg = _in_store(demo_local.plan_config(plan), store)
-    console.rule(f"[bold]2. a real model: one training round on {cfg.benchmark.name} ({cfg.run_name})")
+    console.rule(f"[bold]3. a real model, live: one training round on {cfg.benchmark.name} ({cfg.run_name})")
     console.print(plan.note, highlight=False)
     with_user = cfg.benchmark.needs_user_model
     demo_local.fetch_models(plan, with_user=with_user)
