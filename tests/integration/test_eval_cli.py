@@ -35,7 +35,7 @@ def _accuracy(output: str, harness: str) -> float:
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--domain", "nowhere", "--task-id", "0"],
-     "benchmark.domain: Input should be 'airline', 'retail' or 'mock'"),
+     "benchmark.domain: Input should be 'airline', 'retail', 'mock' or 'telecom'"),
     (["--benchmark", "nowhere", "--task-id", "0"], "unknown benchmark 'nowhere'; known: tau2, refund-desk"),
     (["--task-id", "no-such-task"], "no-such-task"),
     (["--harness", "bogus", "--task-id", "0"], "unknown harness 'bogus'"),
