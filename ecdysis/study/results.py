@@ -53,7 +53,7 @@ def _row(study: StudyConfig, manifest: StudyManifest, store: Any, configuration:
     def interval(values: list[float]) -> Interval | None:
         return bootstrap_interval(values, resamples=study.bootstrap, seed=seed)
 
-    rounds = _rounds(store, training.run_id) if training else []
+    rounds = rounds_of(store, training.run_id) if training else []
     calls = [c for run in (training, evaluation) if run is not None
              for c in store.read("llm_calls", run_id=run.run_id) if isinstance(c, LLMCallRecord)]
     prompt = sum(c.tokens.prompt_tokens for c in calls)
@@ -70,7 +70,7 @@ def _row(study: StudyConfig, manifest: StudyManifest, store: Any, configuration:
         response_cache_hits=sum(c.cache_hit for c in calls), cost_usd=sum(costs) if costs else None)
 
 
-def _rounds(store: Any, run_id: str) -> list[RoundResult]:
+def rounds_of(store: Any, run_id: str) -> list[RoundResult]:
     """The run's rounds, the last record of each (a resumed run may have written a round twice)."""
     latest: dict[int, RoundResult] = {}
     for r in sorted((r for r in store.read("rounds", run_id=run_id) if isinstance(r, RoundResult)),

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from ecdysis.study.config import StudyConfig
+from ecdysis.study.funnel import training_funnel
 from ecdysis.study.intervals import Interval
 from ecdysis.study.manifest import StudyManifest
 from ecdysis.study.plot import accuracy_svg
-from ecdysis.study.results import StudyRow, study_rows
+from ecdysis.study.results import StudyRow, rounds_of, study_rows
 
 
 def write_study(study: StudyConfig, manifest: StudyManifest, store: Any, out: Path) -> list[StudyRow]:
@@ -21,13 +22,13 @@ def write_study(study: StudyConfig, manifest: StudyManifest, store: Any, out: Pa
     plot = out.with_suffix(".svg")
     out.parent.mkdir(parents=True, exist_ok=True)
     plot.write_text(accuracy_svg(main, title=f"{study.name} · {study.train_model}"), encoding="utf-8")
-    out.write_text(study_markdown(study, manifest, rows, store_uri=str(store.uri), plot=plot.name),
+    out.write_text(study_markdown(study, manifest, rows, store_uri=str(store.uri), plot=plot.name, store=store),
                    encoding="utf-8")
     return rows
 
 
 def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[StudyRow], *, store_uri: str,
-                   plot: str) -> str:
+                   plot: str, store: Any = None) -> str:
     """The whole file."""
     k, benchmark = study.k, study.base.benchmark
     main = [r for r in rows if r.model == study.train_model]
@@ -48,6 +49,8 @@ def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[S
     lines += ["", f"![held-out accuracy per configuration]({plot})", ""]
     if len(study.eval_models) > 1:
         lines += _transfer(study, rows)
+    if store is not None:
+        lines += _training(main, store)
     lines += ["## How to read it", "",
               "- Each score is the mean over held-out tasks with a **95% percentile-bootstrap interval over tasks** "
               f"({study.bootstrap} resamples, seed {study.seed}): a task's accuracy is its mean reward over its "
@@ -69,6 +72,27 @@ def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[S
     lines += [f"| {r.configuration} | `{r.model}` | {_code(r.train_run)} | {_code(r.eval_run)} | "
               f"{_code(r.harness[:12] if r.harness else None)} |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _training(rows: Sequence[StudyRow], store: Any) -> list[str]:
+    """The funnel of each trained configuration's rounds, and a line per round."""
+    trained = [r for r in rows if r.train_run is not None]
+    if not trained:
+        return []
+    lines = ["## What training did", "",
+             "Counts of rounds: with failures to diagnose; whose diagnosis produced a specification; whose coder left "
+             "a changed harness; whose candidate validated and was evaluated; whose candidate scored above its base on "
+             "the training tasks; whose candidate was accepted.", "",
+             "| configuration | rounds | specification | harness changed | validated | improved | accepted |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    details: list[str] = []
+    for row in trained:
+        assert row.train_run is not None
+        funnel = training_funnel(store, row.train_run, rounds_of(store, row.train_run))
+        lines.append(f"| {row.configuration} | {funnel.rounds} | {funnel.specified} | {funnel.changed} | "
+                     f"{funnel.validated} | {funnel.improved} | {funnel.accepted} |")
+        details += [f"- `{row.configuration}` {note}" for note in funnel.notes]
+    return [*lines, "", *details, ""]
 
 
 def _transfer(study: StudyConfig, rows: Sequence[StudyRow]) -> list[str]:

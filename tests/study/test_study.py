@@ -118,6 +118,12 @@ def test_study_runs_every_configuration_resumes_and_reruns_for_free(local_ray: d
         assert row.accuracy is not None and row.accuracy.mean > human.mean, trained
         assert row.harness is not None and len(row.harness) == 64
     assert by_config["human"].train_run is None and by_config["human"].modification_calls is None
+    # What training did: se and ecdysis specified, changed, validated, improved and accepted in their one round;
+    # a line per round names the decision.
+    for trained in ("se", "ecdysis"):
+        assert f"| {trained} | 1 | 1 | 1 | 1 | 1 | 1 |" in text, text
+        assert re.search(rf"- `{trained}` round 0: \d+ failures, base 0\.\d\d → candidate 1\.00, accepted", text)
+    assert "| human | " not in text.split("## What training did", 1)[1].split("## How to read it")[0]
     assert "ecdysis replay RUN" in text and "ecdysis verify RUN" in text
     assert "(STUDY.svg)" in text
     svg = (tmp_path / "report" / "STUDY.svg").read_text()
