@@ -15,12 +15,30 @@ from ecdysis.records import stable_hash
 TRANSPORT_PARAMS = frozenset({"timeout", "api_base", "api_key", "num_retries", "max_retries", "metadata",
                               "extra_headers", "headers", "stream"})
 
+SCRIPTED_CONTEXT_FIELDS = ("benchmark", "domain", "task_id", "trial", "seed", "role")
+"""Call-context fields a scripted model may read besides the conversation: they are part of its answer, so they are
+part of its cache key. A real model sees only what is sent, so its key never holds them."""
+
 
 def cache_key(model: str, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
-              params: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of model, messages, tools and sampling parameters."""
+              params: dict[str, Any], context: dict[str, Any] | None = None) -> str:
+    """sha256 of the canonical JSON of model, messages, tools and sampling parameters, and of ``context`` when it is
+    given and not empty (a scripted model's :func:`scripted_context`)."""
     sampling = {k: v for k, v in params.items() if k not in TRANSPORT_PARAMS}
-    return stable_hash({"model": model, "messages": list(messages), "tools": list(tools or []), "params": sampling})
+    key: dict[str, Any] = {"model": model, "messages": list(messages), "tools": list(tools or []), "params": sampling}
+    if context:
+        key["context"] = context
+    return stable_hash(key)
+
+
+def scripted_context(context: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a call ``context`` that a scripted model may answer by (:data:`SCRIPTED_CONTEXT_FIELDS`), as
+    JSON-safe strings or numbers; fields the context lacks or holds as None are left out."""
+    return {name: _plain(context[name]) for name in SCRIPTED_CONTEXT_FIELDS if context.get(name) is not None}
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (bool, int, float)) else str(value)
 
 
 class ResponseCache:

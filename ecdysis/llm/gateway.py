@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from ecdysis.llm import scripted, structured
 from ecdysis.llm._litellm import litellm
 from ecdysis.llm.accounting import Ledger, Usage
-from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe
+from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe, scripted_context
 from ecdysis.llm.config import CacheRule, GatewayConfig, ToolCallParsing
 from ecdysis.llm.errors import BudgetExceeded, CacheMiss, DeadlineExceeded, LLMCallError, StructuredOutputError
 from ecdysis.llm.pricing import is_priced, response_cost
@@ -91,7 +91,7 @@ class Gateway:
         started = time.monotonic()
         if self._replaying:
             return self._replay(route_, messages, tools, params, ctx, role, model, started)
-        key = self._cache_key(route_, messages, tools, params, cache)
+        key = self._cache_key(route_, messages, tools, params, cache, ctx)
         ctx[CACHE_KEY] = key
         if key is not None:
             hit = self._cache.get(key)
@@ -166,9 +166,7 @@ class Gateway:
     def _replay(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
                 params: dict[str, Any], ctx: dict[str, Any], role: Role, model: str, started: float) -> Completion:
         """Replay mode: the cached answer to this call, whatever the cache rule was, or ``CacheMiss``."""
-        sampling = {**route_.params, **params}
-        key = cache_key(route_.target, messages, tools, sampling) if is_json_safe(
-            [list(messages), list(tools or []), sampling]) else None
+        key = _key(route_, messages, tools, {**route_.params, **params}, ctx)
         ctx[CACHE_KEY] = key
         hit = self._cache.get(key) if key is not None else None
         if hit is None:
@@ -202,7 +200,7 @@ class Gateway:
         time.sleep(max(0.0, due - time.monotonic()))
 
     def _cache_key(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
-                   params: dict[str, Any], override: bool | None) -> str | None:
+                   params: dict[str, Any], override: bool | None, ctx: dict[str, Any]) -> str | None:
         if not self.config.cache or override is False:
             return None
         if override is None and self.config.cache_rule == CacheRule.DETERMINISTIC:
@@ -210,10 +208,7 @@ class Gateway:
             seeded_draw = "seed" in params or "seed" in route_.params
             if not (temperature == 0 or seeded_draw or (temperature is None and route_.scripted)):
                 return None
-        sampling = {**route_.params, **params}
-        if not is_json_safe([list(messages), list(tools or []), sampling]):
-            return None
-        return cache_key(route_.target, messages, tools, sampling)
+        return _key(route_, messages, tools, {**route_.params, **params}, ctx)
 
     def _call(self, route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
               params: dict[str, Any], ctx: dict[str, Any], role: Role, started: float,
@@ -331,6 +326,15 @@ def attempt_timeout(limit_s: float, left_s: float) -> float:
     under a second.
     """
     return min(limit_s, float(math.ceil(left_s)))
+
+
+def _key(route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
+         sampling: dict[str, Any], ctx: dict[str, Any]) -> str | None:
+    """The response-cache key of a call, or None when its parts are not JSON. A scripted model's key also holds the
+    context fields it may answer by (two tasks can put the very same conversation to it); a real model's does not."""
+    if not is_json_safe([list(messages), list(tools or []), sampling]):
+        return None
+    return cache_key(route_.target, messages, tools, sampling, scripted_context(ctx) if route_.scripted else None)
 
 
 def _replay_source(uri: str | None) -> Store:

@@ -1,6 +1,10 @@
 """Evolution on real τ² telecom episodes: the telecom ``human`` seed against a task model that repeats each of its
 own writes (``repeat_write_agent``); on telecom the repeated ``refuel_data`` adds the data twice and fails the task's
-refuelling assertion. The scripted diagnoser and the built-in coder find the rule that blocks a repeated write."""
+refuelling assertion. The scripted diagnoser and the built-in coder find the rule that blocks a repeated write.
+
+The gateway caches responses as in every run: telecom tasks share the policy and often the user's opening words, so
+two tasks can put the very same conversation to the task model, but a scripted model's cache key holds the task it
+answers for (:data:`ecdysis.llm.cache.SCRIPTED_CONTEXT_FIELDS`)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from ecdysis.benchmarks.tau2.domain import TauDomain
 from ecdysis.benchmarks.tau2.scripted import REPEAT_MARKER
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop, method
-from ecdysis.llm import Gateway, GatewayConfig
+from ecdysis.llm import Gateway
 from ecdysis.protocols import EpisodeRequest, SandboxBackend
 from ecdysis.records import Task, Trajectory
 from ecdysis.store import ArtifactStore
@@ -21,14 +25,6 @@ from ecdysis.store import ArtifactStore
 TELECOM = Tau2Config(domain="telecom").build()
 HUMAN = TELECOM.seed_harnesses()["human"]
 TAU = "scripted/ecdysis.benchmarks.tau2.scripted"
-
-
-@pytest.fixture
-def gateway_config() -> GatewayConfig:
-    """No response cache: telecom tasks share the policy and often the user's opening words, so two tasks can put the
-    very same conversation to the task model, and the scripted agents read their task from the call's context, which
-    the cache key leaves out (a real model answers such twins alike; a scripted one must not)."""
-    return GatewayConfig(cache=False)
 
 
 def training_tasks() -> list[str]:

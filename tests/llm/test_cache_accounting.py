@@ -7,12 +7,13 @@ from collections.abc import Callable
 import pytest
 
 from ecdysis.llm import BudgetExceeded, CacheRule, Gateway, GatewayConfig
-from ecdysis.llm.cache import cache_key
-from ecdysis.records import Role
+from ecdysis.llm.cache import SCRIPTED_CONTEXT_FIELDS, cache_key
+from ecdysis.records import Role, stable_hash
 from ecdysis.store import ArtifactStore
 from ecdysis.testing.stub_server import StubServer
 
 ECHO = "scripted/ecdysis.testing.models:echo"
+ECHO_CONTEXT = "scripted/ecdysis.testing.models:echo_context"
 ASK = [{"role": "user", "content": "what is two plus two"}]
 
 
@@ -56,10 +57,43 @@ def test_cache_key_covers_model_messages_tools_and_sampling() -> None:
     assert base != cache_key("m/a", ASK, None, {"temperature": 0, "max_tokens": 10})
 
 
+EPISODE = {"benchmark": "tau2", "domain": "telecom", "task_id": "t1", "trial": 0, "seed": 7}
+
+
+def test_a_scripted_models_key_holds_the_context_it_may_answer_by(store: ArtifactStore) -> None:
+    """Two tasks can put the very same conversation to a scripted model that answers by its task: each field it may
+    read (SCRIPTED_CONTEXT_FIELDS) splits the key, while the ids of a run or trajectory do not."""
+    gateway = Gateway(store=store)
+    first = gateway.complete(ECHO_CONTEXT, ASK, role=Role.TASK, context={**EPISODE, "trajectory_id": "a"})
+    assert gateway.complete(ECHO_CONTEXT, ASK, role=Role.TASK,
+                            context={**EPISODE, "trajectory_id": "b", "run_id": "other", "round": 3}).cache_hit
+    changed = {"benchmark": "other", "domain": "airline", "task_id": "t2", "trial": 1, "seed": 8}
+    for field, value in changed.items():
+        reply = gateway.complete(ECHO_CONTEXT, ASK, role=Role.TASK, context={**EPISODE, field: value})
+        assert not reply.cache_hit and reply.content != first.content, field
+    assert not gateway.complete(ECHO_CONTEXT, ASK, role=Role.USER, context=EPISODE).cache_hit
+    assert set(changed) | {"role"} == set(SCRIPTED_CONTEXT_FIELDS)
+
+
+def test_a_real_models_key_is_the_conversation_alone(stub: StubServer, store: ArtifactStore,
+                                                    stub_config: Callable[..., GatewayConfig]) -> None:
+    """A provider sees only what is sent: its key is model, messages, tools and sampling as before (caches recorded
+    earlier, the shipped replay packs among them, still answer), and twin conversations of two tasks share it."""
+    gateway = Gateway(stub_config(stub, "openai/gpt-4.1"), store=store, context={"run_id": "run-r"})
+    gateway.complete("openai/gpt-4.1", ASK, role=Role.TASK, temperature=0, context=EPISODE)
+    twin = gateway.complete("openai/gpt-4.1", ASK, role=Role.TASK, temperature=0,
+                            context={**EPISODE, "task_id": "t2", "trial": 1, "seed": 8})
+    assert twin.cache_hit and stub.requests == 1
+    gateway.flush()
+    (key,) = {row.cache_key for row in store.read("llm_calls", run_id="run-r")}
+    assert key == stable_hash({"model": "openai/gpt-4.1", "messages": ASK, "tools": [],
+                               "params": {"temperature": 0}})
+
+
 def test_accounting_rows_are_written_to_the_store(store: ArtifactStore) -> None:
     with Gateway(store=store, context={"run_id": "run-a"}) as gateway:
-        for task in ("t1", "t2"):
-            gateway.complete(ECHO, ASK, role=Role.TASK, context={"round": 1, "task_id": task,
+        for task in ("t1", "t2"):  # one task, two trajectories: the second is a cache hit
+            gateway.complete(ECHO, ASK, role=Role.TASK, context={"round": 1, "task_id": "t1", "trial": 0,
                                                                    "trajectory_id": f"traj-{task}"})
         gateway.complete(ECHO, [{"role": "user", "content": "diagnose"}], role=Role.DIAGNOSER,
                          context={"round": 2})
@@ -67,12 +101,12 @@ def test_accounting_rows_are_written_to_the_store(store: ArtifactStore) -> None:
         assert gateway.flush() == 3
     rows = store.read("llm_calls", run_id="run-a")
     assert len(rows) == 3
-    by_task = {row.task_id: row for row in rows}
-    assert by_task["t1"].role == Role.TASK and by_task["t1"].round == 1
-    assert by_task["t1"].trajectory_id == "traj-t1"
-    assert by_task["t1"].tokens.prompt_tokens == 5 and not by_task["t1"].cache_hit
-    assert by_task["t2"].cache_hit and by_task["t2"].tokens.total == 0
-    assert by_task[None].role == Role.DIAGNOSER and by_task[None].round == 2
+    by_trajectory = {row.trajectory_id: row for row in rows}
+    assert by_trajectory["traj-t1"].role == Role.TASK and by_trajectory["traj-t1"].round == 1
+    assert by_trajectory["traj-t1"].task_id == "t1"
+    assert by_trajectory["traj-t1"].tokens.prompt_tokens == 5 and not by_trajectory["traj-t1"].cache_hit
+    assert by_trajectory["traj-t2"].cache_hit and by_trajectory["traj-t2"].tokens.total == 0
+    assert by_trajectory[None].role == Role.DIAGNOSER and by_trajectory[None].round == 2
     assert len(store.read("llm_calls", run_id="run-a", round=2)) == 1
     usage = gateway.usage("run-a")
     assert (usage.calls, usage.cache_hits, usage.prompt_tokens) == (3, 1, 5 + 1)
