@@ -46,6 +46,8 @@ class Fix:
     edits: Callable[[str], Edits]
     """``(old, new)`` replacements computed from the file's current text; ``[]`` when the fix is already in; raises
     :class:`CannotApply` when the text to change is not there."""
+    component: str = "validation_rules"
+    """The harness component the diagnoser's change names (a ``ProposedChange.component``)."""
 
 
 def tool_call(turn: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +95,7 @@ def scripted_diagnoser(fixes: Sequence[Fix]) -> ScriptedModelFn:
                              "failure_ids": sorted(r["failure_id"] for r in group), "systematic": len(group) > 1})
             fix = next((f for f in fixes if any(f.recognises(r) for r in group)), None)
             changes.append({
-                "component": "validation_rules",
+                "component": fix.component if fix else "validation_rules",
                 "description": fix.hint if fix else f"Prevent failures of kind {signature}.",
                 "rationale": f"{len(group)} failure(s) share the signature {signature}: {decisions[0]}",
                 "evidence": sorted(r["failure_id"] for r in group), "addresses": [signature]})

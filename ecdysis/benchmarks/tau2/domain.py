@@ -204,6 +204,11 @@ class TauDomain:
         against)."""
         return self._db_class.model_validate(self._pristine_raw)
 
+    def raw_records(self, table: str) -> list[dict[str, Any]]:
+        """The pristine DB's ``table`` (e.g. telecom's ``lines``) as its JSON records (read only; [] when absent)."""
+        records = self._pristine_raw.get(table)
+        return list(records) if isinstance(records, list) else []
+
     def new_env(self, task_id: str | None = None) -> EpisodeEnv:
         """A private environment for one episode, on a fresh clone of the DB (and of the user's device where the user
         has tools), set to ``task_id``'s initial state as τ²'s orchestrator sets it (its ``initialization_actions``,

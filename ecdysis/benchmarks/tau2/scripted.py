@@ -32,6 +32,11 @@ Telecom (dual control): the gold agent and its variants turn each gold action wh
 message asking the user to perform it on their phone (:func:`ask_text`, a machine-readable :data:`ASK` line); the
 scripted user performs exactly the action asked for, with its own tool, and reports what the phone returned.
 
+- :func:`hasty_agent`: **telecom's documented, harness-fixable flaw.** On every task whose fix needs the phone, it
+  asks the customer to toggle airplane mode before it has read the line's status on the account, then reads the
+  line and follows the gold actions: the extra toggle fails the task. Fix: the telecom ``human`` loop holds back a
+  request to act on the phone until a line's record has been read (:data:`FIXES`' second entry).
+
 User model (role ``user``):
 
 - :func:`scripted_user`: opens with the scenario's reason for calling and known info, answers ``yes`` to any
@@ -42,9 +47,10 @@ User model (role ``user``):
 - :func:`silent_user`: like ``scripted_user`` but answers a confirmation question with whitespace only (a user model
   that a harness's message left with nothing to say).
 
-Diagnosis and coding: :data:`diagnoser` and :data:`coder` find and add the rule that blocks a repeated write
-(:data:`FIXES`; the coder patches the ``human`` harness's ``loop.py`` as read from the bundle). :data:`opencode_coder`
-and :data:`aider_coder` make the same change through OpenCode's ``edit`` tool and aider's SEARCH/REPLACE format.
+Diagnosis and coding: :data:`diagnoser` and :data:`coder` find and add the rule that blocks a repeated write, and
+on telecom the loop change that fixes :func:`hasty_agent` (:data:`FIXES`; the coder patches the seed's ``loop.py`` as
+read from the bundle). :data:`opencode_coder` and :data:`aider_coder` make the same changes through OpenCode's
+``edit`` tool and aider's SEARCH/REPLACE format.
 """
 
 from __future__ import annotations
@@ -109,8 +115,19 @@ def ask_text(name: str, arguments: dict[str, Any]) -> str:
     return f"Please do this on your phone and tell me what it shows: {ASK} {name} {json.dumps(arguments)}"
 
 
+NOT_SENT = "Not sent to the customer"
+"""How a harness note that held back the agent's message begins (the telecom line-first fix writes it): a held request
+was never made, so the scripted agents make it again when their plan still holds it."""
+
+
 def _asks_made(messages: list[dict[str, Any]]) -> int:
-    return sum(1 for m in messages if m.get("role") == "assistant" and ASK in str(m.get("content") or ""))
+    return sum(1 for i, m in enumerate(messages)
+               if m.get("role") == "assistant" and ASK in str(m.get("content") or "") and not _held(messages, i))
+
+
+def _held(messages: list[dict[str, Any]], i: int) -> bool:
+    after = messages[i + 1] if i + 1 < len(messages) else {}
+    return after.get("role") == "user" and str(after.get("content") or "").startswith(NOT_SENT)
 
 
 def _plan_agent(messages: list[dict[str, Any]], context: dict[str, Any], plan: Plan,
@@ -291,6 +308,43 @@ def eager_cancel_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any
     return _plan_agent(messages, context, eager + plan, info)
 
 
+HASTY_ACTION = "toggle_airplane_mode"
+"""The phone action :func:`hasty_agent` asks for first, unchecked: a toggle, so it always leaves the phone in another
+state than the task's gold actions do."""
+LINE_LOOKUP = "get_details_by_id"
+"""The agent tool that reads a line's record (its status, roaming, data) on the account."""
+_PHONE_NUMBER = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
+
+
+def hasty_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                context: dict[str, Any]) -> str | dict[str, Any]:
+    """Telecom: **a recurring, harness-fixable flaw.** On every task whose fix needs the customer's phone, it first asks
+    the customer to toggle airplane mode (:data:`HASTY_ACTION`) before it has checked anything on the account, then
+    reads the line's record, then behaves like the gold agent. The extra toggle leaves the phone in another state
+    than the gold one, so each such task fails (on tasks fixed on the account alone it checks the line and passes).
+
+    Fix: a loop change that holds back the agent's first request to act on the phone until a line's status has been
+    read on the account (:func:`_line_first_edits`). Told so (a :data:`NOT_SENT` note), the agent drops its guess,
+    reads the line and goes on with the gold actions."""
+    domain, plan, info = _gold_plan(context)
+    lookup = _line_lookup(domain, context)
+    told = any(m.get("role") == "user" and str(m.get("content") or "").startswith(NOT_SENT) for m in messages)
+    hasty = not told and any(name == ASK for name, _ in plan)
+    first = [(ASK, {"name": HASTY_ACTION, "arguments": {}})] if hasty else []
+    return _plan_agent(messages, context, first + lookup + plan, info)
+
+
+def _line_lookup(domain: TauDomain, context: dict[str, Any]) -> Plan:
+    """The read of the customer's line (found by the phone number the user scenario gives), or nothing."""
+    _, task = _task(context)
+    instructions = task.user_scenario.instructions
+    known = instructions if isinstance(instructions, str) else str(instructions.known_info or "")
+    phone = _PHONE_NUMBER.search(known)
+    lines = domain.raw_records("lines") if phone else []
+    line = next((r for r in lines if phone and r.get("phone_number") == phone.group(0)), None)
+    return [(LINE_LOOKUP, {"id": line["line_id"]})] if line else []
+
+
 # -- the harness fix of repeat_write_agent's flaw, for the scripted diagnoser and coder -----------------------------
 
 REPEAT_MARKER = "done_writes"
@@ -321,10 +375,82 @@ def _repeat_block_edits(text: str) -> Edits:
             (execute.group(0), execute.group(0) + _REMEMBER_WRITE.format(i=execute["indent"]))]
 
 
+# -- the harness fix of hasty_agent's flaw (telecom) ----------------------------------------------------------------
+
+LINE_FIRST_MARKER = "line_checked"
+_CLASS = re.compile(r"^class Episode\b.*\n", re.MULTILINE)
+_RUN = re.compile(r"^(?P<indent>[ \t]*)def run\(self\):\n", re.MULTILINE)
+_SAY_TEXT = re.compile(r"^(?P<indent>[ \t]*)self\.say\(text\)\n", re.MULTILINE)
+_DEVICE_HELPERS = '''DEVICE_WORDS = ("on your phone", "on your device", "airplane mode", "mobile data", "toggle",
+                "reboot", "restart your")
+LINE_FIRST = ("{not_sent}: read the line's status on the account first (get_details_by_id on their "
+              "line); then guide them on their phone.")
+
+
+def asks_for_device_action(text):
+    """Whether a message asks the customer to do something on their phone."""
+    lowered = (text or "").lower()
+    return any(word in lowered for word in DEVICE_WORDS)
+
+
+'''
+_HOLDS = '''{i}def holds(self, text):
+{i}    """Hold back, once, a request to act on the phone made before any line's status was read on the account: the
+{i}    model sees its message and a note, the customer sees nothing."""
+{i}    if getattr(self, "line_checked", False) or getattr(self, "line_reminded", False):
+{i}        return False
+{i}    if not asks_for_device_action(text):
+{i}        return False
+{i}    self.line_reminded = True
+{i}    self.messages.append({{"role": "assistant", "content": text}})
+{i}    self.messages.append({{"role": "user", "content": LINE_FIRST}})
+{i}    return True
+
+'''
+_HOLD_CHECK = '''{i}if self.holds(text):
+{i}    continue
+'''
+_SEEN_LINE = '''{i}if name == "get_details_by_id" and not result.error and '"line_id"' in (result.content or ""):
+{i}    self.line_checked = True
+'''
+
+
+def _line_first_edits(text: str) -> Edits:
+    """Edits of the telecom ``human`` harness's ``loop.py`` (as read from the bundle): remember when a line's record
+    was read, and hold back (once) a message asking the customer to act on their phone before that."""
+    if LINE_FIRST_MARKER in text:
+        return []
+    found = _CLASS.search(text), _RUN.search(text), _SAY_TEXT.search(text), _EXECUTE.search(text)
+    if any(match is None for match in found):
+        raise CannotApply("loop.py has no Episode class with a run loop that says the model's text and a tool call")
+    episode, run, say, execute = found
+    assert episode and run and say and execute
+    return [(episode.group(0), _DEVICE_HELPERS.format(not_sent=NOT_SENT) + episode.group(0)),
+            (execute.group(0), execute.group(0) + _SEEN_LINE.format(i=execute["indent"])),
+            (run.group(0), _HOLDS.format(i=run["indent"]) + run.group(0)),
+            (say.group(0), _HOLD_CHECK.format(i=say["indent"]) + say.group(0))]
+
+
+def talks_before_reading(record: dict[str, Any], tool: str = LINE_LOOKUP) -> bool:
+    """Whether a telecom failure's agent spoke to the customer before it first read a line's record with ``tool``
+    (a model turn with no tool call came first), or never read one."""
+    if record.get("domain") != "telecom":
+        return False
+    history = record.get("tool_call_history") or []
+    first = next((int(c.get("step") or 0) for c in history if c.get("name") == tool and c.get("executed")), None)
+    if first is None:
+        return True
+    busy = {int(c.get("step") or 0) for c in history}
+    return any(step not in busy for step in range(1, first))
+
+
 FIXES = (
     Fix(hint="Block a write call identical (name and arguments) to one that already succeeded in this episode.",
         recognises=lambda record: repeats_a_write(record.get("tool_call_history") or []),
         file="loop.py", edits=_repeat_block_edits),
+    Fix(hint="Hold back a message asking the customer to act on their phone until the line's status has been read "
+             "on the account.",
+        recognises=talks_before_reading, file="loop.py", edits=_line_first_edits, component="loop_control"),
 )
 diagnoser = scripted_diagnoser(FIXES)
 coder = scripted_coder(FIXES)
