@@ -420,11 +420,9 @@ def _line_first_edits(text: str) -> Edits:
     was read, and hold back (once) a message asking the customer to act on their phone before that."""
     if LINE_FIRST_MARKER in text:
         return []
-    found = _CLASS.search(text), _RUN.search(text), _SAY_TEXT.search(text), _EXECUTE.search(text)
-    if any(match is None for match in found):
+    episode, run, say, execute = (p.search(text) for p in (_CLASS, _RUN, _SAY_TEXT, _EXECUTE))
+    if episode is None or run is None or say is None or execute is None:
         raise CannotApply("loop.py has no Episode class with a run loop that says the model's text and a tool call")
-    episode, run, say, execute = found
-    assert episode and run and say and execute
     return [(episode.group(0), _DEVICE_HELPERS.format(not_sent=NOT_SENT) + episode.group(0)),
             (execute.group(0), execute.group(0) + _SEEN_LINE.format(i=execute["indent"])),
             (run.group(0), _HOLDS.format(i=run["indent"]) + run.group(0)),
