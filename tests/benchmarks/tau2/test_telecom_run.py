@@ -153,3 +153,23 @@ def test_mlflow_metrics_count_the_steps_and_the_mirror_exports_the_run(telecom_r
     accuracy = {name: value for name, value in logged.items() if name.endswith(".accuracy")}
     assert sorted(accuracy.values()) == [0.0, 1.0], logged  # the gold agent's and the one that skips a write
 
+
+def test_the_report_counts_and_lists_the_users_actions_as_their_own_steps(telecom_run: TelecomRun,
+                                                                          tmp_path: Path) -> None:
+    from ecdysis.report import write_report
+
+    page = write_report(telecom_run.store, [telecom_run.run_id], tmp_path / "report.html").read_text()
+    steps = page.split('id="steps"', 1)[1].split('id="trajectories"', 1)[0]
+    for task_id in sorted({t.task.task_id for t in telecom_run.trajectories}):
+        group = [t for t in telecom_run.trajectories if t.task.task_id == task_id]
+        row = (f"<td>eval</td><td>{task_id}</td><td class=\"num\">2</td><td class=\"num\">1</td>"
+               f"<td class=\"num\">{sum(len(t.tool_calls) for t in group)}</td><td class=\"num\">0</td>"
+               f"<td class=\"num\">{sum(len(t.user_actions) for t in group)}</td>")
+        assert row in steps, (row, steps[:2000])
+    failures = page.split("Failure records (2)", 1)[1].split("</details>", 1)[0]
+    for t in telecom_run.trajectories:
+        if t.reward < 1.0:
+            actions = ", ".join(f'<span class="badge user-action">user action</span> <code>{c["name"]}</code>'
+                                for c in t.user_actions)
+            calls = ", ".join(f"<code>{c.name}</code>" for c in t.tool_calls)
+            assert f"<td>{calls}</td><td>{actions}</td>" in failures, failures[:3000]
