@@ -166,6 +166,18 @@ class Trajectory(Record):
     """What confined the harness: ``docker``, ``process-allowlist`` or ``process-weak`` (None: not recorded)."""
     created_at: datetime = Field(default_factory=utc_now)
 
+    @property
+    def user_actions(self) -> list[dict[str, Any]]:
+        """The simulated user's own tool calls (dual control, e.g. τ² telecom: ``{"id", "name", "arguments"}``), in
+        order; they are in the transcript only, never in ``tool_calls`` (the agent's)."""
+        return [call for m in self.messages if m.get("role") == "user" for call in m.get("tool_calls") or []]
+
+    def step_counts(self) -> dict[str, int]:
+        """``tool_calls`` (the agent's, blocked ones included), ``blocked`` and ``user_actions`` (the user's own
+        tool calls): the episode's steps by kind."""
+        return {"tool_calls": len(self.tool_calls), "blocked": sum(not c.executed for c in self.tool_calls),
+                "user_actions": len(self.user_actions)}
+
 
 class FailureRecord(Record):
     """Evidence from one trajectory that scored below the threshold."""

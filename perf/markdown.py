@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from perf import aggregation_bench, local_bench, selection_bench
+from perf import aggregation_bench, local_bench, selection_bench, telecom_bench
 from perf.training_bench import JUDGED_WORKLOAD, WORKLOADS
 
 TAU2_RATIO = 20.0
@@ -32,6 +32,8 @@ TARGETS = {
     "local": f"a real local model on `llama-server`: ≥ {local_bench.SPEEDUP_TARGET:g}× one slot's aggregate generation "
              f"at the best slot count; ≥ {local_bench.CACHE_TARGET:.0%} of an episode's prompt tokens from the slot "
              f"cache; Ecdysis's own share of an episode's wall time ≤ {local_bench.OWN_SHARE_TARGET:.0%}",
+    "telecom": "telecom episodes per minute at 32 concurrent and CPU seconds per episode, beside airline in the same "
+               "run; reported, no target",
 }
 
 
@@ -249,7 +251,10 @@ def _grading(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
              "decides the DB match one of three ways: *gold_identical* (the executed writes are the gold writes: no "
              "replay, the shortcut), *replay* (writes that differ: replayed into a DB clone and hashed), *no_writes* "
              "(the cached pristine hash). The headline is *replay*: the shortcut's ratio says nothing about grading "
-             "a deviating trajectory, and a mix's ratio is the mix's.", "",
+             "a deviating trajectory, and a mix's ratio is the mix's. Telecom (dual control) has no shortcut: every "
+             "grade replays both sides' calls (the agent's and the user's on their phone) into a fresh environment "
+             "at the task's initial state and runs the task's assertions, so all its trajectories are *replay*; its "
+             "synthetic tasks are the first of τ²'s `base` split.", "",
              f"Synthetic trajectories of the first {fig['n_tasks']} tasks per domain (the gold, the gold with its "
              "first write changed, every write doubled, the reads alone), and the stored mix of an `ecdysis eval` "
              f"run of the `mixed` workload's task model on {fig['mix_tasks']} test tasks per domain:", "",
@@ -420,7 +425,8 @@ def render(report: dict[str, Any]) -> str:
               "aggregation": "9. Failure aggregation at 20, 200 and 2,000 failures per round",
               "selection": "10. Reduced-data training: failure-aware task selection",
               "grading": "11. Grading CPU per trajectory kind, ours and τ²'s evaluator",
-              "local": "12. A real local model: slots, prompt cache and Ecdysis's share"}
+              "local": "12. A real local model: slots, prompt cache and Ecdysis's share",
+              "telecom": "13. τ² telecom beside airline"}
     verdicts: dict[str, bool | None] = {}
     for name, title in titles.items():
         section = sections.get("throughput" if name == "memory" else name)
@@ -450,6 +456,8 @@ def render(report: dict[str, Any]) -> str:
             lines, ok = _grading(fig)
         elif name == "local":
             lines, ok = local_bench.markdown(fig)
+        elif name == "telecom":
+            lines, ok = telecom_bench.markdown(fig)
         elif name == "tau2":
             lines, ok = _tau2(fig)
         elif name == "sandbox":

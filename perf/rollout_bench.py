@@ -63,57 +63,82 @@ def episodes_per_worker_cap(latency_s: float) -> int:
     return max(1, min(EPISODES_PER_WORKER, math.floor(CALLS_PER_WORKER_S * latency_s)))
 
 
-def settings_for(server: LatencyServer, concurrency: int, store_uri: str, sandbox: str) -> Any:
+def settings_for(server: LatencyServer, concurrency: int, store_uri: str, sandbox: str, *,
+                 domain: str = "airline", tasks: list[str] | None = None) -> Any:
     """Rollout settings: one worker per core (more where that would give a worker more than
     :func:`episodes_per_worker_cap` episodes at the server's latency), episodes spread over them, no response
-    cache."""
+    cache; the τ² benchmark of ``domain``, and routes for the stub's task-tagged models of ``tasks`` where the domain
+    needs them (:func:`tagged_models`)."""
     import os
 
     from ecdysis.rollouts import RolloutSettings
+    from ecdysis.testing.latency import MODELS
 
     cores = os.cpu_count() or 1
     cap = episodes_per_worker_cap(server.latency_s)
     workers = max(1, min(concurrency, max(cores, math.ceil(concurrency / cap))))
     per_worker = math.ceil(concurrency / workers)
-    gateway = {"cache": False, "max_retries": 0, "timeout_s": 60.0, "models": server.gateway_models()}
+    tagged = tuple(name for pair in tagged_models(domain, tasks or []).values() for name in pair)
+    gateway = {"cache": False, "max_retries": 0, "timeout_s": 60.0,
+               "models": server.gateway_models((*MODELS, *tagged))}
     # Each episode takes a started sandbox and the pool starts the next one while the episode waits on its model.
     return RolloutSettings.model_validate(dict(
         store_uri=store_uri, gateway=gateway, sandbox=sandbox_config(sandbox, min(per_worker, WARM_POOL)),
-        workers=workers, episodes_per_worker=per_worker, max_attempts=1, max_steps=30, wall_clock_s=300.0))
+        workers=workers, episodes_per_worker=per_worker, max_attempts=1, max_steps=30, wall_clock_s=300.0,
+        benchmarks=[{"type": "tau2", "domain": domain}]))
+
+
+def tagged_models(domain: str, tasks: list[str]) -> dict[str, tuple[str, str]]:
+    """Task id → (task model, user model) names tagged with the task, for a domain whose conversations the stub
+    cannot attribute to one task (telecom: :func:`ecdysis.testing.tau2_replies.tagged_model`); empty for the
+    others."""
+    from ecdysis.testing.tau2_replies import DOMAINS, tagged_model
+
+    if domain in DOMAINS:
+        return {}
+    return {t: (tagged_model("task-gold", domain, t), tagged_model("user", domain, t)) for t in tasks}
 
 
 def requests_for(tasks: list[str], n: int, settings: Any, *, model: str = "openai/task-gold",
-                 run_id: str = "bench") -> list[Any]:
-    """``n`` episode requests cycling over ``tasks`` (later cycles are further trials)."""
+                 run_id: str = "bench", domain: str = "airline") -> list[Any]:
+    """``n`` episode requests cycling over ``tasks`` of ``domain`` (later cycles are further trials), with the
+    domain's ``human`` seed."""
     from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+    from ecdysis.benchmarks.tau2.config import Tau2Config
     from ecdysis.evaluation import episode_requests
     from ecdysis.harness import resolve_harness
 
-    tau2 = Tau2Benchmark()
+    tau2 = Tau2Benchmark(Tau2Config.model_validate({"domain": domain}))
     path, digest = resolve_harness("human", seeds=tau2.seed_harnesses())
     records = tau2.tasks(None, ids=tasks)
     trials = math.ceil(n / len(records))
     requests = episode_requests(records, harness_dir=path, harness_hash=digest, model=model,
                                 user_model="openai/user", trials=trials, run_id=run_id, round=0, phase="eval",
                                 settings=settings)
+    tagged = tagged_models(domain, tasks)
+    if tagged and model == "openai/task-gold":
+        requests = [r.model_copy(update={"model": f"openai/{tagged[r.task.task_id][0]}",
+                                         "user_model": f"openai/{tagged[r.task.task_id][1]}"}) for r in requests]
     order = {task_id: i for i, task_id in enumerate(tasks)}
     return sorted(requests, key=lambda r: (r.trial, order[r.task.task_id]))[:n]
 
 
 def run_batch(server: LatencyServer, concurrency: int, n: int, *, tasks: list[str], sandbox: str = "process",
-              warmup: bool = True) -> dict[str, Any]:
-    """Run ``n`` episodes at ``concurrency`` on a fresh pool; wall clock, CPU and the ideal, in one dict."""
+              warmup: bool = True, domain: str = "airline") -> dict[str, Any]:
+    """Run ``n`` episodes of ``domain`` at ``concurrency`` on a fresh pool; wall clock, CPU and the ideal, in one
+    dict."""
     from ecdysis.rollouts import RolloutPool
     from ecdysis.store import ArtifactStore
 
     with tempfile.TemporaryDirectory(prefix="ecdysis-bench-") as folder:
-        settings = settings_for(server, concurrency, folder, sandbox)
+        settings = settings_for(server, concurrency, folder, sandbox, domain=domain, tasks=tasks)
         store = ArtifactStore(folder)
         pool = RolloutPool(settings, store=store)
         try:
             if warmup:  # worker start-up and imports are a one-off per run; keep them out of the steady state
-                pool.evaluate(requests_for(tasks[:1], min(len(pool._workers), 2), settings, run_id="warmup"))
-            requests = requests_for(tasks, n, settings)
+                pool.evaluate(requests_for(tasks[:1], min(len(pool._workers), 2), settings, run_id="warmup",
+                                           domain=domain))
+            requests = requests_for(tasks, n, settings, domain=domain)
             meter = CpuMeter(exclude={server.pid})
             memory = RssSampler(exclude={server.pid})
             epoch, started = time.time(), time.perf_counter()
@@ -130,7 +155,9 @@ def run_batch(server: LatencyServer, concurrency: int, n: int, *, tasks: list[st
     ok = sum(1 for t in trajectories if t.termination_reason.is_normal_stop)
     steady = steady_state(trajectories, epoch, concurrency, server.latency_s)
     return {
-        "concurrency": concurrency, "episodes": n, "episodes_ok": ok,
+        "domain": domain, "concurrency": concurrency, "episodes": n, "episodes_ok": ok,
+        "mean_llm_calls": sum(calls) / n, "mean_tool_calls": sum(len(t.tool_calls) for t in trajectories) / n,
+        "mean_user_actions": sum(len(t.user_actions) for t in trajectories) / n,
         "mean_reward": sum(t.reward for t in trajectories) / n, "llm_calls": sum(calls), "wall_s": wall,
         "ideal_wall_s": ideal, "efficiency": ideal / wall, "episodes_per_min": 60 * n / wall,
         "ideal_episodes_per_min": 60 * n / ideal, "cpu_s": cpu, "cpu_s_per_rollout": cpu["ours"] / n, **steady,

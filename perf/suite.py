@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 SECTIONS = ("training", "throughput", "tau2", "sandbox", "cpu", "startup", "agentbench", "aggregation", "selection",
-            "grading", "local")
+            "grading", "local", "telecom")
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,11 @@ class Sizes:
     """Slot counts of the local section's throughput rows; the first is the reference of the speed-up."""
     local_episodes: int = 8
     """DBBench dev episodes of the local section, at 1 slot and at the best slot count."""
+    telecom_latency_s: float = 0.5
+    """Per-call latency of section 13 (τ² telecom beside airline)."""
+    telecom_concurrency: int = 32
+    telecom_episodes: int = 128
+    """Episodes of each domain in section 13: 4 per slot, for a steady window between the ramp and the drain."""
 
 
 FULL = Sizes()
@@ -102,7 +107,8 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               docker_cpu_episodes=4, startup_repeats=1, grading_tasks=2, grading_mix_tasks=2,
               aggregation_latency_s=0.05, aggregation_sizes=(20, 200), selection_k=2, selection_seeds=(0,),
               selection_heldout=3, selection_rounds=1, local_model="smollm2", local_gen_tokens=32,
-              local_slots=(1, 2), local_episodes=2)
+              local_slots=(1, 2), local_episodes=2, telecom_latency_s=0.05, telecom_concurrency=2,
+              telecom_episodes=4)
 
 
 def machine() -> dict[str, Any]:
@@ -127,6 +133,7 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         sandbox_bench,
         selection_bench,
         startup_bench,
+        telecom_bench,
         training_bench,
     )
     from perf.preload import start_ray
@@ -156,6 +163,8 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "grading": lambda: grading_bench.section(sizes.grading_tasks, sizes.grading_mix_tasks),
         "local": lambda: local_bench.run(model=sizes.local_model, gen_tokens=sizes.local_gen_tokens,
                                          slot_counts=sizes.local_slots, episodes=sizes.local_episodes),
+        "telecom": lambda: telecom_bench.run(sizes.telecom_latency_s, sizes.telecom_concurrency,
+                                             sizes.telecom_episodes),
     }
     out: dict[str, Any] = {}
     for name in SECTIONS:

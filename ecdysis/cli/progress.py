@@ -21,6 +21,7 @@ from rich.progress import Progress
 from rich.text import Text
 
 from ecdysis.events import EventFollower
+from ecdysis.events.episodes import STEP_KINDS
 from ecdysis.events.follow import MISSED_HEARTBEATS
 from ecdysis.events.log import DEFAULT_HEARTBEAT_S
 from ecdysis.records import EventKind, Phase, RunEvent, utc_now
@@ -36,6 +37,8 @@ class RunState:
     cost_usd: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     turns: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     """LLM turns per driver role in the current phase."""
+    steps: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Steps by kind (``STEP_KINDS``) of the current episode phase's finished episodes."""
     ended: str | None = None
     """``finished``, ``failed`` or ``stopped`` once the run said so."""
     error: str = ""
@@ -48,12 +51,16 @@ class RunState:
         if event.kind == EventKind.EPISODE:
             self.tokens["rollouts"] += event.tokens
             self.cost_usd["rollouts"] += event.cost_usd
+            for kind in STEP_KINDS:  # absent in events written before episodes carried them
+                value = event.payload.get(kind)
+                self.steps[kind] += value if isinstance(value, int) else 0
         elif event.kind == EventKind.LLM_TURN and event.role is not None:
             self.tokens[event.role.value] += event.tokens
             self.cost_usd[event.role.value] += event.cost_usd
             self.turns[event.role.value] += 1
         elif event.kind == EventKind.PHASE_STARTED:
             self.turns.clear()
+            self.steps.clear()
         elif event.kind in (EventKind.RUN_STARTED, EventKind.HEARTBEAT):
             interval = event.payload.get("interval_s")
             if isinstance(interval, int | float) and interval > 0:
@@ -71,6 +78,15 @@ class RunState:
         parts = [f"{role} {self.tokens[role]:,} tok ${self.cost_usd[role]:.4f}" for role in sorted(self.tokens)]
         total_t, total_c = sum(self.tokens.values()), sum(self.cost_usd.values())
         return f"tokens/cost by role: {' · '.join(parts)} · total {total_t:,} tok ${total_c:.4f}"
+
+    def steps_text(self, prefix: str = "") -> str:
+        """``prefix`` and the current episode phase's steps by kind: the agent's tool calls (and how many were
+        blocked), and the user's own tool calls (dual control) as their own kind; empty before any step."""
+        calls, blocked, acted = (self.steps[kind] for kind in STEP_KINDS)
+        if not (calls or acted):
+            return ""
+        text = f"{calls} tool calls" + (f" ({blocked} blocked)" if blocked else "")
+        return prefix + text + (f", {acted} user actions" if acted else "")
 
     def turns_text(self) -> str:
         """LLM turns per role in the current phase."""
@@ -95,13 +111,15 @@ def describe(event: RunEvent, state: RunState) -> str | None:
     if event.kind == EventKind.EPISODE:
         every = max(1, event.total // 10)
         if event.done % every == 0 or event.done == event.total:
-            return f"{r} {p}: {event.done}/{event.total} episodes, {event.failures} failures so far"
+            return f"{r} {p}: {event.done}/{event.total} episodes, {event.failures} failures so far" + \
+                state.steps_text(", ")
         return None
     if event.kind == EventKind.PHASE_ENDED:
         wall = pl.get("wall_time_s")
         took = f" in {wall:.1f} s" if isinstance(wall, int | float) else ""
         if event.phase in _EPISODE_PHASES:
-            return f"{r} {p}: done{took}, {event.done}/{event.total} episodes, {event.failures} failures"
+            return f"{r} {p}: done{took}, {event.done}/{event.total} episodes, {event.failures} failures" + \
+                state.steps_text(", ")
         problem = f" — {pl['problem']}" if pl.get("problem") else ""
         turns = f", LLM turns: {state.turns_text()}" if event.phase in (Phase.DIAGNOSIS, Phase.CODING) else ""
         return f"{r} {p}: done{took}{turns}{problem}"
@@ -181,7 +199,7 @@ class RichView:
                                  else 0, description=label)
         elif event.kind == EventKind.EPISODE and key in self._tasks:
             self.progress.update(self._tasks[key], completed=event.done,
-                                 description=f"{label} · {event.failures} failures")
+                                 description=f"{label} · {event.failures} failures{self.state.steps_text(' · ')}")
         elif event.kind == EventKind.LLM_TURN and self._tasks:
             current = list(self._tasks)[-1]
             if current[1] in (Phase.DIAGNOSIS.value, Phase.CODING.value):
@@ -189,7 +207,7 @@ class RichView:
                                      description=f"round {current[0]} {current[1]} · {self.state.turns_text()}")
         elif event.kind == EventKind.PHASE_ENDED and key in self._tasks:
             if event.phase in _EPISODE_PHASES:
-                note = f" · {event.failures} failures"
+                note = f" · {event.failures} failures{self.state.steps_text(' · ')}"
             elif event.phase in (Phase.DIAGNOSIS, Phase.CODING):
                 note = f" · {self.state.turns_text()}"
             else:

@@ -1,4 +1,8 @@
-"""Evaluation progress as events: phase start/end, one event per finished episode, retries, budget warnings."""
+"""Evaluation progress as events: phase start/end, one event per finished episode, retries, budget warnings.
+
+An episode event's payload carries the episode's steps by kind (:meth:`~ecdysis.records.Trajectory.step_counts`):
+``tool_calls`` (the agent's, blocked included), ``blocked``, and ``user_actions`` (a dual-control user's own tool
+calls); the phase's end sums them."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from typing import Any
 from ecdysis.llm.budget import Budget
 from ecdysis.records import EventKind, Phase, Trajectory
 
+STEP_KINDS = ("tool_calls", "blocked", "user_actions")
+"""Payload keys of an episode's steps by kind, on its episode event and summed on its phase's end."""
 BUDGET_WARNING_AT = 0.8
 """Share of ``max_tokens`` / ``max_usd`` at which one budget warning is published."""
 
@@ -43,6 +49,7 @@ class EvaluationReporter:
         gets each finished trajectory."""
         total = len(requests)
         counts = {"done": 0, "failures": 0, "tokens": 0}
+        steps = dict.fromkeys(STEP_KINDS, 0)
         cost = [0.0]
         started = time.monotonic()
         self.events.emit(EventKind.PHASE_STARTED, round=round_, phase=phase, total=total)
@@ -52,10 +59,13 @@ class EvaluationReporter:
             counts["failures"] += int(self.failed(t))
             counts["tokens"] += t.tokens.total
             cost[0] += t.cost_usd or 0.0
+            episode_steps = t.step_counts()
+            for kind in STEP_KINDS:
+                steps[kind] += episode_steps[kind]
             self.events.emit(EventKind.EPISODE, round=round_, phase=phase, done=counts["done"], total=total,
                              failures=counts["failures"], tokens=t.tokens.total, cost_usd=t.cost_usd or 0.0,
                              payload={"task_id": t.task.task_id, "model": t.model, "reward": t.reward,
-                                      "termination": t.termination_reason.value})
+                                      "termination": t.termination_reason.value, **episode_steps})
             self._check_budget(round_)
             if on_result is not None:
                 on_result(t)
@@ -68,7 +78,7 @@ class EvaluationReporter:
         trajectories: list[Trajectory] = pool.evaluate(requests, on_result=finished, on_retry=on_retry)
         self.events.emit(EventKind.PHASE_ENDED, round=round_, phase=phase, done=counts["done"], total=total,
                          failures=counts["failures"], tokens=counts["tokens"], cost_usd=cost[0],
-                         payload={"wall_time_s": round(time.monotonic() - started, 3)})
+                         payload={"wall_time_s": round(time.monotonic() - started, 3), **steps})
         return trajectories
 
     def failed(self, trajectory: Trajectory) -> bool:

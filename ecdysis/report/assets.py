@@ -28,6 +28,7 @@ table.data td.num { text-align: right; font-variant-numeric: tabular-nums; white
          background: #e8ecf1; color: var(--fg); }
 .badge.ok, .badge.success, .badge.accepted { background: #e3f2e4; color: var(--ok); }
 .badge.bad, .badge.failure, .badge.rejected, .badge.blocked { background: #fbe4e4; color: var(--bad); }
+.badge.user-action { background: #e0f2f1; color: #00695c; }
 .badge.excluded, .badge.warn { background: #fdf0dc; color: var(--warn); }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 pre { background: var(--bg); border: 1px solid var(--line); padding: 8px 10px; overflow-x: auto;

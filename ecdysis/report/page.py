@@ -12,6 +12,7 @@ from ecdysis.report.assets import CSS, JS
 from ecdysis.report.data import RunData, load_runs
 from ecdysis.report.markup import Html, join, table, tag
 from ecdysis.report.sections import evolution_section, heldout_section, training_section
+from ecdysis.report.steps import steps_section
 from ecdysis.report.summary import DEFAULT_K, heldout_rows
 from ecdysis.report.viewer import DEFAULT_MAX_TRAJECTORIES, viewer_section
 from ecdysis.store import ArtifactStore
@@ -27,12 +28,14 @@ def render_report(runs: Sequence[RunData], *, k: int = DEFAULT_K,
                  class_="top")
     toc = tag("nav", join(tag("a", label, href=f"#{anchor}") for anchor, label in
                           [("runs", "Runs"), ("training", "Training"), ("evolution", "Evolution"),
-                           ("heldout", "Held-out"), ("trajectories", "Trajectories")]), class_="toc")
+                           ("heldout", "Held-out"), ("steps", "Steps"), ("trajectories", "Trajectories")]),
+              class_="toc")
     body = join([
         _runs_section(runs),
         tag("section", training_section(runs)),
         tag("section", evolution_section(runs)),
         tag("section", heldout_section(heldout_rows(runs, k))),
+        tag("section", steps_section(runs)),
         tag("section", viewer_section(runs, max_trajectories=max_trajectories)),
     ])
     head = join([

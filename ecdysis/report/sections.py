@@ -20,6 +20,7 @@ from ecdysis.report.markup import (
     tag,
     usd,
 )
+from ecdysis.report.steps import failures_block
 from ecdysis.report.summary import HeldoutRow, accommodation, phase_names, rate_text, usage_by_role
 
 
@@ -89,13 +90,14 @@ def accommodation_table(run: RunData, index: int) -> Html:
 
 
 def evolution_section(runs: Sequence[RunData]) -> Html:
-    """Per round: the failure patterns and their support, the spec, the harness diff, the FDCR report."""
+    """Per round: the failure records and their steps, the failure patterns and their support, the spec, the harness
+    diff, the FDCR report."""
     parts: list[Any] = [tag("h2", "Evolution", id="evolution")]
     shown = False
     for run in runs:
         numbers = [n for n in run.round_numbers()
                    if any(s.round == n for s in run.specs) or any(h.round == n for h in run.harness_versions)
-                   or n in run.fdcr_reports]
+                   or any(f.round == n for f in run.failures) or n in run.fdcr_reports]
         if not numbers:
             continue
         shown = True
@@ -114,6 +116,7 @@ def _round_card(run: RunData, number: int) -> Html:
         decision = badge("accepted", "accepted") if result.accepted else badge("rejected", "rejected")
         parts.append(tag("p", join([decision, f" base {num(result.base_score)} → candidate "
                                               f"{num(result.candidate_score)}, {result.n_failures} failures"])))
+    parts.append(failures_block(run, number))
     for spec in [s for s in run.specs if s.round == number]:
         parts.append(_spec_block(spec))
     for version in [h for h in run.harness_versions if h.round == number]:

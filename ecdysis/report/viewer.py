@@ -63,7 +63,7 @@ def _filters(trajectories: list[Trajectory]) -> Html:
 def _entry(t: Trajectory) -> Html:
     result = outcome(t)
     blocked = sum(not c.executed for c in t.tool_calls)
-    acted = sum(len(m.get("tool_calls") or []) for m in t.messages if _step_kind(m) == "user-action")
+    acted = len(t.user_actions)
     summary = join([
         badge(result, result), " ", tag("strong", t.task.task_id), " · ", t.model, " · ",
         f"{t.run_id} {t.phase} round {t.round} trial {t.trial}", " · reward ", num(t.reward, 2), " · ",

@@ -16,7 +16,10 @@ request's model name and, for τ² roles, finds the task from the conversation i
 | ``aider-coder`` | aider's model                | τ²'s scripted ``aider_coder``                                    |
 
 The task is found from the user's opening line (task roles: the first ``user`` message) or from the scenario in the
-system prompt (user role). Tasks whose openings coincide are ambiguous; :func:`known_tasks` leaves them out.
+system prompt (user role). Tasks whose openings coincide are ambiguous; :func:`known_tasks` leaves them out. Telecom
+tasks all share their openings and scenarios (they differ in the phone's and the account's initial state), so there
+the task rides in the model name instead: ``task-gold--telecom-12`` is ``task-gold`` on the telecom task at index 12
+of the domain's task list (:func:`tagged_model`).
 The FDCR Moderator's changes are phrased as the repeated-write fix, so the coding agent applies the same edit as for
 ``ecdysis``/``se`` (the three methods differ only in how evidence is organised, which is what is measured).
 """
@@ -101,18 +104,37 @@ def _diagnoser(messages: list[dict[str, Any]]) -> str:
     return str(tau.diagnoser(messages, None, {}))
 
 
+TAG = "--"
+"""Separates a role's model name from the task it is tagged with (:func:`tagged_model`)."""
+
+
+def tagged_model(name: str, domain: str, task_id: str) -> str:
+    """``name`` (a task or user role) tagged with one task of ``domain``: the stub serves that task whatever the
+    conversation says. Names stay plain (``[a-z0-9-]``): the index into the domain's task list stands for the id."""
+    from ecdysis.benchmarks.tau2.domain import TauDomain
+
+    return f"{name}{TAG}{domain}-{list(TauDomain.load(domain).tasks).index(task_id)}"
+
+
+def _tagged_context(tag: str) -> dict[str, Any]:
+    from ecdysis.benchmarks.tau2.domain import TauDomain
+
+    domain, _, index = tag.rpartition("-")
+    return {"domain": domain, "task_id": list(TauDomain.load(domain).tasks)[int(index)]}
+
+
 def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
           context: dict[str, Any]) -> str | dict[str, Any]:
     """The stub's reply, chosen by the request's model name (see the module doc)."""
-    model = str(context.get("model") or "").split("/")[-1]
+    model, _, tag = str(context.get("model") or "").split("/")[-1].partition(TAG)
     if model == "task-gold":
-        return tau.gold_agent(messages, tools, _task_context(messages, "task"))
+        return tau.gold_agent(messages, tools, _tagged_context(tag) if tag else _task_context(messages, "task"))
     if model == "task-repeat":
         return tau.repeat_write_agent(messages, tools, _task_context(messages, "task"))
     if model == "task-quirky":
         return tau.quirky_agent(messages, tools, _task_context(messages, "task"))
     if model == "user":
-        return tau.scripted_user(messages, tools, _task_context(messages, "user"))
+        return tau.scripted_user(messages, tools, _tagged_context(tag) if tag else _task_context(messages, "user"))
     if model == "diagnoser":
         return _diagnoser(messages)
     if model == "aggregator":

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ecdysis.events.episodes import STEP_KINDS
 from ecdysis.metrics import summarize
 from ecdysis.records import EventKind, HarnessVersion, ModificationSpec, RoundResult, RunEvent, Trajectory
 from ecdysis.tracking.config import MlflowConfig
@@ -216,7 +217,8 @@ class MlflowMirror:
 def round_metrics(result: RoundResult, events: Iterable[RunEvent]) -> dict[str, float]:
     """The metrics of one round: scores, decision (and the paired improvement with its bounds), failures,
     modification calls, phase times, tokens and cost by role (task model and user simulator together as
-    ``rollouts``, from episode events; driver roles from their LLM turns)."""
+    ``rollouts``, from episode events; driver roles from their LLM turns), and the episodes' steps by kind per phase
+    (``steps.<phase>.tool_calls`` / ``blocked`` / ``user_actions``, from episode events)."""
     values: dict[str, float] = {"base_score": result.base_score, "accepted": float(result.accepted),
                                 "failures": float(result.n_failures),
                                 "modification_calls": float(result.modification_calls)}
@@ -232,9 +234,14 @@ def round_metrics(result: RoundResult, events: Iterable[RunEvent]) -> dict[str, 
         values[f"phase.{phase}.wall_s"] = stats.wall_time_s
     tokens: dict[str, float] = defaultdict(float)
     cost: dict[str, float] = defaultdict(float)
+    steps: dict[str, float] = defaultdict(float)
     for event in events:
         if event.kind == EventKind.EPISODE:
             role = "rollouts"
+            phase = event.phase.value if event.phase is not None else "rollouts"
+            for kind in STEP_KINDS:  # absent in events written before episodes carried them
+                value = event.payload.get(kind)
+                steps[f"steps.{phase}.{kind}"] += value if isinstance(value, int) else 0
         elif event.kind == EventKind.LLM_TURN and event.role is not None:
             role = event.role.value
         else:
@@ -246,7 +253,7 @@ def round_metrics(result: RoundResult, events: Iterable[RunEvent]) -> dict[str, 
         values[f"cost_usd.{role}"] = cost[role]
     values["tokens"] = sum(tokens.values())
     values["cost_usd"] = sum(cost.values())
-    return values
+    return values | steps
 
 
 def _flatten(value: Any, prefix: str = "") -> Iterable[tuple[str, str]]:

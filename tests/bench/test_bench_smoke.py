@@ -187,7 +187,7 @@ def test_local_model_figures(quick: QuickSections) -> None:
 def test_grading_figures(quick: QuickSections) -> None:
     fig = quick.figures("grading")
     for label in ("synthetic", "eval_mix"):
-        for domain in ("airline", "retail"):
+        for domain in ("airline", "retail", "telecom"):
             kinds = fig[label][domain]
             assert kinds["all"]["trajectories"] == sum(row["trajectories"] for kind, row in kinds.items()
                                                        if kind != "all"), (label, domain)
@@ -196,6 +196,40 @@ def test_grading_figures(quick: QuickSections) -> None:
     # each task with writes gives a changed-write and a doubled-write trajectory, which replay
     assert sum(kinds.get("replay", {}).get("trajectories", 0) for kinds in fig["synthetic"].values()) > 0
     assert fig["eval_mix"]["airline"]["all"]["trajectories"] == 2  # the quick run's 2 test tasks, one trial
+    for label in ("synthetic", "eval_mix"):  # a telecom grade always replays both sides: no other kind
+        assert set(fig[label]["telecom"]) == {"replay", "all"}, fig[label]["telecom"]
+
+
+def test_telecom_beside_airline_figures(quick: QuickSections) -> None:
+    fig = quick.figures("telecom")
+    assert list(fig["rows"]) == ["airline", "telecom"] and fig["concurrency"] == 2
+    for domain, row in fig["rows"].items():
+        assert row["domain"] == domain and row["episodes"] == 4
+        assert row["episodes_ok"] == 4 and row["mean_reward"] == 1.0, row["errors"]  # gold agent, through the stub
+        assert _positive(row["episodes_per_min"]) and _positive(row["cpu_s_per_rollout"])
+    assert fig["rows"]["airline"]["mean_user_actions"] == 0.0
+    # the telecom draw's gold asks the user to act on their phone, and every action asked for is done
+    assert fig["rows"]["telecom"]["mean_user_actions"] > 0
+    assert fig["rows"]["telecom"]["mean_llm_calls"] > fig["rows"]["telecom"]["mean_tool_calls"]
+
+
+def test_stub_replies_serve_a_telecom_task_named_in_the_model() -> None:
+    """Telecom conversations cannot be told apart (every task opens alike), so the task rides in the model name."""
+    from ecdysis.benchmarks.tau2.domain import TauDomain
+    from ecdysis.benchmarks.tau2.scripted import gold_agent, scripted_user
+    from ecdysis.benchmarks.tau2.user import system_prompt
+    from ecdysis.testing.tau2_replies import tagged_model
+    from perf.telecom_bench import telecom_tasks
+
+    task_id = telecom_tasks(1)[0]
+    context = {"domain": "telecom", "task_id": task_id}
+    task = TauDomain.load("telecom").task(task_id)
+    greeting = [{"role": "system", "content": system_prompt(task)}, {"role": "user", "content": "Hi!"}]
+    opening = reply(greeting, None, {"model": "openai/" + tagged_model("user", "telecom", task_id)})
+    assert opening == scripted_user(greeting, None, context)
+    conversation = [{"role": "system", "content": "policy"}, {"role": "user", "content": opening}]
+    assert reply(conversation, [], {"model": tagged_model("task-gold", "telecom", task_id)}) == \
+        gold_agent(conversation, [], context)
 
 
 def test_stub_replies_identify_the_task_from_the_conversation() -> None:
@@ -228,5 +262,5 @@ def test_every_section_ran_and_the_report_names_them(quick: QuickSections) -> No
     text = quick.report()
     for title in ("1. Training", "2. Rollout throughput", "3. Memory", "4. τ²-bench", "5. Sandbox", "6. CPU",
                   "7. Start-up", "8. AgentBench", "9. Failure aggregation", "10. Reduced-data",
-                  "11. Grading", "12. A real local model", "Raw figures"):
+                  "11. Grading", "12. A real local model", "13. τ² telecom beside airline", "Raw figures"):
         assert f"## {title}" in text
