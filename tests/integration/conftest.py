@@ -41,6 +41,18 @@ def local_ray(_ray_session: None) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def cluster_address() -> Iterator[str]:
+    """A one-node Ray cluster (2 CPUs) the CLI runs join; this process does not connect to it."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    try:
+        yield str(cluster.address)
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
     """A head (no rollout resource) and 2 worker nodes offering ``rollout: 2`` each; the driver is connected.
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,18 +54,6 @@ def _train_run(store: ArtifactStore) -> RunManifest:
 
 def _rounds(store: ArtifactStore, run_id: str) -> list[RoundResult]:
     return sorted((r for r in store.read("rounds", run_id=run_id) if isinstance(r, RoundResult)), key=lambda r: r.round)
-
-
-@pytest.fixture(scope="module")
-def cluster_address() -> Iterator[str]:
-    """A one-node Ray cluster (2 CPUs) the CLI runs join; this process does not connect to it."""
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    try:
-        yield str(cluster.address)
-    finally:
-        cluster.shutdown()
 
 
 @pytest.fixture(scope="module")

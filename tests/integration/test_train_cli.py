@@ -74,18 +74,6 @@ def _rounds(store: ArtifactStore, run_id: str) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture(scope="module")
-def cluster_address() -> Iterator[str]:
-    """A one-node Ray cluster (2 CPUs) the CLI runs join; this process does not connect to it."""
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    try:
-        yield str(cluster.address)
-    finally:
-        cluster.shutdown()
-
-
-@pytest.fixture(scope="module")
 def background_runs(tmp_path_factory: pytest.TempPathFactory,
                     cluster_address: str) -> Iterator[dict[str, tuple[Path, subprocess.Popen[str]]]]:
     """Runs started at once, collected by the tests: ``reference`` (uninterrupted, own local Ray) and
