@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ecdysis.store import ArtifactStore
@@ -24,3 +25,18 @@ def requests_for(store: ArtifactStore, *, model: str, trials: int, run_id: str, 
     path, digest = resolve_harness(harness, seeds=tau2.seed_harnesses(), store=store)
     return episode_requests(tasks, harness_dir=path, harness_hash=digest, model=model, user_model=USER,
                             trials=trials, run_id=run_id, round=0, phase="eval", settings=settings)
+
+
+def tau2_regrade(files: list[Path], domain: str) -> dict[str, float]:
+    """τ²'s own grade of every simulation in exported ``files`` (each loaded with ``Results.load``), by its id."""
+    from tau2.data_model.simulation import Results
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+
+    graded = {}
+    for path in files:
+        loaded = Results.load(path)
+        tasks = {t.id: t for t in loaded.tasks}
+        for simulation in loaded.simulations:
+            theirs = evaluate_simulation(simulation, tasks[simulation.task_id], EvaluationType.ALL, False, domain)
+            graded[simulation.id] = theirs.reward
+    return graded

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_support import GOLD, USER
+from integration_support import GOLD, USER, tau2_regrade
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
@@ -40,22 +40,13 @@ def _cli(*args: str) -> Any:
 
 def test_export_writes_tau2_results_files_that_tau2_grades_the_same(scripted_run: tuple[Path, str],
                                                                     tmp_path: Path) -> None:
-    from tau2.data_model.simulation import Results
-    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
-
     store, run = scripted_run
     result = _cli("export", run, "--format", "tau2", "-o", str(tmp_path / "out"), "--store", str(store))
     assert result.exit_code == 0, result.output
     stored = {t.trajectory_id: t for t in ArtifactStore(store).read("trajectories", run_id=run)}
     files = sorted((tmp_path / "out").glob("*.json"))
     assert len(files) == 2  # one per harness
-    graded = {}
-    for path in files:
-        loaded = Results.load(path)
-        tasks = {t.id: t for t in loaded.tasks}
-        for simulation in loaded.simulations:
-            theirs = evaluate_simulation(simulation, tasks[simulation.task_id], EvaluationType.ALL, False, "airline")
-            graded[simulation.id] = theirs.reward
+    graded = tau2_regrade(files, "airline")
     assert graded == {tid: t.reward for tid, t in stored.items()}
     assert sorted(graded.values()) == [0.0, 0.0, 1.0, 1.0]  # noop fails both tasks, the gold agent solves both
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from integration_support import tau2_regrade
 
 from ecdysis.benchmarks.tau2.scripted import LINE_FIRST_MARKER, REPEAT_MARKER
 from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
@@ -111,21 +112,12 @@ def test_eval_shows_the_trained_harness_solving_held_out_telecom_tasks(trained: 
 
 
 def test_export_loads_in_tau2_and_tau2_grades_it_as_we_did(trained: tuple[Path, str, str], tmp_path: Path) -> None:
-    from tau2.data_model.simulation import Results
-    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
-
     store_dir, run_id, _ = trained
     _ecdysis("export", run_id, "--format", "tau2", "-o", str(tmp_path / "out"), "--store", str(store_dir))
     stored = {t.trajectory_id: t.reward for t in ArtifactStore(store_dir).read("trajectories", run_id=run_id)}
     files = sorted((tmp_path / "out").glob("*.json"))
     assert [f.name.split("_")[:2] for f in files] == [["telecom", "base"], ["telecom", "candidate"]]
-    graded = {}
-    for path in files:
-        loaded = Results.load(path)
-        tasks = {t.id: t for t in loaded.tasks}
-        for simulation in loaded.simulations:
-            theirs = evaluate_simulation(simulation, tasks[simulation.task_id], EvaluationType.ALL, False, "telecom")
-            graded[simulation.id] = theirs.reward
+    graded = tau2_regrade(files, "telecom")
     assert graded == stored
     assert sorted(graded.values()) == [0.0] * 3 + [1.0] * 5  # base 1 of 4, candidate 4 of 4
 
