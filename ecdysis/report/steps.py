@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from ecdysis.events.episodes import STEP_KINDS
 from ecdysis.records import FailureRecord, Trajectory
 from ecdysis.report.data import RunData
 from ecdysis.report.markup import Html, badge, join, table, tag
@@ -36,7 +37,7 @@ def steps_section(runs: Sequence[RunData]) -> Html:
                                                                                  item[0][0], item[0][1])):
             counts = [t.step_counts() for t in group]
             rows.append([phase, task_id, len(group), sum(outcome(t) == "success" for t in group),
-                         *(sum(c[kind] for c in counts) for kind in ("tool_calls", "blocked", "user_actions"))])
+                         *(sum(c[kind] for c in counts) for kind in STEP_KINDS)])
         parts.append(tag("h3", f"Steps per task — {run.label}"))
         parts.append(table(["phase", "task", "episodes", "solved", *STEP_HEADERS], rows, numeric=range(2, 7),
                            id=f"steps-{i}", class_="steps"))
