@@ -50,30 +50,47 @@ def default_parallel() -> int:
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
-def busy_cores(sample_s: float = 0.5) -> float:
-    """Cores busy with other work right now: the non-idle share of all CPU time over ``sample_s`` seconds of
-    ``/proc/stat``, times the cores; the 1-minute load average where ``/proc/stat`` cannot be read."""
-    first = _cpu_times()
+def usable_cores() -> set[int]:
+    """The CPUs this process may run on (its affinity mask, as ``taskset`` sets it); all of them where the platform
+    has no affinity call."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
+def busy_cores(sample_s: float = 0.5, cpus: set[int] | None = None) -> float:
+    """Cores busy with other work right now, among ``cpus`` (None: all): the non-idle share of their CPU time over
+    ``sample_s`` seconds of ``/proc/stat``, times their number; the 1-minute load average where ``/proc/stat``
+    cannot be read."""
+    first = _cpu_times(cpus)
     if first is None:
-        return min(float(os.cpu_count() or 1), os.getloadavg()[0])
+        return min(float(len(cpus) if cpus else os.cpu_count() or 1), os.getloadavg()[0])
     time.sleep(sample_s)
-    second = _cpu_times()
+    second = _cpu_times(cpus)
     if second is None:
-        return min(float(os.cpu_count() or 1), os.getloadavg()[0])
+        return min(float(len(cpus) if cpus else os.cpu_count() or 1), os.getloadavg()[0])
     (total_0, idle_0, cores), (total_1, idle_1, _) = first, second
     elapsed = total_1 - total_0
     return 0.0 if elapsed <= 0 else cores * (1.0 - (idle_1 - idle_0) / elapsed)
 
 
-def _cpu_times() -> tuple[int, int, int] | None:
-    """(all jiffies, idle + iowait jiffies, cores) of ``/proc/stat``, or None where there is none."""
+def _cpu_times(cpus: set[int] | None = None) -> tuple[int, int, int] | None:
+    """(all jiffies, idle + iowait jiffies, cores) of ``/proc/stat``, summed over ``cpus`` (None: the whole
+    machine), or None where there is none."""
     try:
         lines = Path("/proc/stat").read_text().splitlines()
     except OSError:
         return None
-    fields = [int(value) for value in lines[0].split()[1:]]
-    cores = sum(1 for line in lines[1:] if line.startswith("cpu"))
-    return sum(fields[:8]), fields[3] + fields[4], max(1, cores)  # guest time is already counted in user time
+    per_cpu = {int(line.split()[0][3:]): line for line in lines[1:] if line.startswith("cpu")}
+    chosen = [per_cpu[cpu] for cpu in sorted(cpus)] if cpus and set(cpus) <= set(per_cpu) else None
+    if chosen is None:
+        fields = [int(value) for value in lines[0].split()[1:]]
+        return sum(fields[:8]), fields[3] + fields[4], max(1, len(per_cpu))  # guest time is in user time already
+    total = idle = 0
+    for line in chosen:
+        fields = [int(value) for value in line.split()[1:]]
+        total, idle = total + sum(fields[:8]), idle + fields[3] + fields[4]
+    return total, idle, len(chosen)
 
 
 def free_threads(cores: int, busy: float) -> int:
@@ -259,11 +276,12 @@ class LocalModelServer:
 
     def _choose_threads(self) -> None:
         """Sets :attr:`n_threads` (unless given) to the cores free right now, and says so in :attr:`engine_note`."""
-        cores = os.cpu_count() or 1
+        cpus = usable_cores()
+        cores = len(cpus)
         if self.n_threads is not None:
             self.engine_note += f"; {self.n_threads} threads (as configured)"
             return
-        busy = busy_cores()
+        busy = busy_cores(cpus=cpus)
         self.n_threads = free_threads(cores, busy)
         self.engine_note += f"; {self.n_threads} threads ({busy:.1f} of {cores} cores busy at start)"
 

@@ -22,6 +22,7 @@ from ecdysis.llm.local_server import (
     free_threads,
     llama_cpp_available,
     served_slots,
+    usable_cores,
 )
 from ecdysis.records import Role
 
@@ -119,6 +120,24 @@ def test_threads_are_the_cores_left_free() -> None:
     assert free_threads(2, busy=2.0) == 1 and free_threads(4, busy=7.5) == 1  # never none
     busy = busy_cores(0.2)
     assert 0.0 <= busy <= (os.cpu_count() or 1) + 0.01
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs an affinity call and two CPUs")
+def test_a_server_pinned_to_one_core_decodes_with_one_thread() -> None:
+    """``taskset -c N`` gives the server one core however many the machine has: it must not start a second thread
+    that shares the core with the first (each would stall the other at every layer's barrier)."""
+    allowed = os.sched_getaffinity(0)
+    one = min(allowed)
+    try:
+        os.sched_setaffinity(0, {one})
+        assert usable_cores() == {one}
+        assert 0.0 <= busy_cores(0.2, cpus={one}) <= 1.01
+        pinned = LocalModelServer("smollm2", chat_format=None)
+        pinned._choose_threads()
+        assert pinned.n_threads == 1 and "of 1 cores busy at start" in pinned.engine_note
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 def test_the_server_says_how_many_threads_it_chose() -> None:
