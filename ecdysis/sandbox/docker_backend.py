@@ -27,6 +27,7 @@ from ecdysis.sandbox.images import (
 )
 from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
 from ecdysis.sandbox.procfs import live_uid
+from ecdysis.sandbox.removal import remove_container
 
 log = logging.getLogger(__name__)
 
@@ -151,10 +152,9 @@ class _Container:
     def close(self) -> None:
         """Remove the container (idempotent, never raises)."""
         try:
-            self.client.api.remove_container(self.id, force=True, v=True)
+            remove_container(self.client, self.id)
         except Exception as exc:
-            if "No such container" not in str(exc) and "is already in progress" not in str(exc):
-                log.warning("could not remove container %s: %s", self.id[:12], exc)
+            log.warning("could not remove container %s: %s", self.id[:12], exc)
 
 
 class DockerSandbox(StreamSandbox):
@@ -251,10 +251,7 @@ class DockerSandbox(StreamSandbox):
         with contextlib.suppress(OSError):
             self._socket.shutdown(socket.SHUT_RDWR)
         try:
-            self.container.remove(force=True, v=True)
-        except Exception as exc:
-            if "No such container" not in str(exc) and "is already in progress" not in str(exc):
-                raise
+            remove_container(self._client, self.container.id)
         finally:
             # The shutdown above ends the reader's recv; close the descriptor only once nobody reads it.
             self._reader.join(timeout=5)

@@ -63,6 +63,7 @@ from ecdysis.benchmarks.agentbench.os_interaction.reference import read_only
 from ecdysis.benchmarks.agentbench.os_interaction.shell import PersistentShell, ShellResult, ShellUnavailable
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, Script
 from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
+from ecdysis.sandbox.removal import remove_container
 
 log = logging.getLogger(__name__)
 
@@ -433,9 +434,7 @@ class OSEpisode:
             self.shell.close()
         if self.container_id:
             try:
-                self.service.client.api.remove_container(self.container_id, force=True, v=True)
-            except docker.errors.NotFound:
-                pass
+                remove_container(self.service.client, self.container_id)
             except docker.errors.DockerException as exc:
                 log.warning("could not remove task container %s: %s", self.container_id[:12], exc)
         if self._snapshot is not None:
