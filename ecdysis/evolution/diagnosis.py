@@ -4,10 +4,12 @@
 the building block of the ``se`` baseline, called once per failure record. Both implement
 :class:`ecdysis.protocols.Diagnoser`; :mod:`ecdysis.evolution.methods` says which method uses which.
 
-When a round's records exceed the evidence budget, ``BatchDiagnoser`` aggregates hierarchically: deterministic
-groups (:mod:`~ecdysis.evolution.grouping`), ``aggregator`` summaries of the groups over their share
+When a round's records exceed the evidence budget by more than even trimming can absorb (each record cut to
+:data:`MIN_TRIMMED_RECORD_CHARS`), ``BatchDiagnoser`` aggregates hierarchically: deterministic groups
+(:mod:`~ecdysis.evolution.grouping`), ``aggregator`` summaries of the groups over their share
 (:mod:`~ecdysis.evolution.aggregation`), packed strongest first under the budget (:mod:`~ecdysis.evolution.evidence`),
-then the one diagnosis call. Within the budget the prompt is the plain one, with no aggregator call.
+then the one diagnosis call. Otherwise the prompt is the plain one (records trimmed evenly where they must be), with
+no aggregator call: a few records over a small model's budget cost one call, not a summary call per group more.
 
 >>> diagnoser = BatchDiagnoser(gateway, "scripted/ecdysis.benchmarks.tau2.scripted:diagnoser")   # doctest: +SKIP
 >>> spec = diagnoser.diagnose(records, Path("bundle"), run_id="r1", round=0)            # doctest: +SKIP
@@ -29,6 +31,11 @@ from ecdysis.evolution.support import with_checked_support
 from ecdysis.harness import harness_source
 from ecdysis.protocols import LLMClient
 from ecdysis.records import FailureRecord, ModificationSpec, Role, SpecReply, stable_hash
+
+MIN_TRIMMED_RECORD_CHARS = 1_000
+"""The least a record is trimmed to on the plain path: its failure decision, the failing call and the ends of the
+model's last reply and of the environment's answer still fit. Rounds with more records than the evidence budget holds
+at this size are aggregated instead."""
 
 
 class PromptDiagnoser:
@@ -52,7 +59,10 @@ class PromptDiagnoser:
         self.aggregator_workers = aggregator_workers
 
     def fits(self, failures: Sequence[FailureRecord]) -> bool:
-        """Whether the records go into the prompt as they are (the plain path)."""
+        """Whether the records go into the prompt without aggregation (the plain path): they fit as they are, or
+        trimmed evenly to no less than :data:`MIN_TRIMMED_RECORD_CHARS` each."""
+        if len(failures) * MIN_TRIMMED_RECORD_CHARS <= self.max_failure_chars:
+            return True
         return sum(len(record.model_dump_json()) for record in failures) <= self.max_failure_chars
 
     def messages(self, failures: Sequence[FailureRecord], harness_dir: Path, *, round: int,

@@ -10,7 +10,7 @@ import pytest
 
 from ecdysis.evolution import DiagnoserParts, method
 from ecdysis.evolution.aggregation import GroupSummary, SummaryOutcome, check
-from ecdysis.evolution.diagnosis import BatchDiagnoser, PromptDiagnoser
+from ecdysis.evolution.diagnosis import MIN_TRIMMED_RECORD_CHARS, BatchDiagnoser, PromptDiagnoser
 from ecdysis.evolution.evidence import EvidenceOverBudget, entry_cap, needs_summary, pack
 from ecdysis.evolution.grouping import group_failures, group_key
 from ecdysis.llm import Gateway
@@ -106,6 +106,25 @@ def test_below_the_budget_the_prompt_is_todays_with_no_aggregator_call(gateway: 
     plain = PromptDiagnoser(gateway, DIAGNOSER).messages(records, seed, round=0)
     assert diagnoser.messages(records, seed, round=0, run_id="small") == plain
     assert gateway.usage("small").calls == 0
+
+
+def test_a_few_records_over_the_budget_are_trimmed_not_aggregated(gateway: Gateway, seed: Path) -> None:
+    """Four long records over a small model's evidence budget: trimming each still leaves it more than the floor,
+    so the prompt is the plain one with every record in it, and no aggregator call is made (a summary call per group
+    would cost a small local model minutes for nothing)."""
+    records, _ = planted_failures(10, patterns=2)
+    long = [r.model_copy(update={"failure_decision": r.failure_decision + " " + "x" * 4_000}) for r in records[:4]]
+    budget = 4 * MIN_TRIMMED_RECORD_CHARS + 500
+    assert sum(len(r.model_dump_json()) for r in long) > budget
+    diagnoser = BatchDiagnoser(gateway, DIAGNOSER, aggregator_model=f"{AGGREGATORS}:aggregator",
+                               max_failure_chars=budget)
+    assert diagnoser.fits(long)
+    (message,) = diagnoser.messages(long, seed, round=0, run_id="few")
+    assert "FAILURE_GROUPS_JSON_BEGIN" not in message["content"]
+    assert all(r.failure_id in message["content"] for r in long)
+    assert gateway.usage("few").calls == 0
+    many = [*long, *(r.model_copy(update={"failure_id": f"{r.failure_id}-{i}"}) for i in range(2) for r in long)]
+    assert not diagnoser.fits(many)  # 12 records cannot each keep the floor under this budget
 
 
 def test_an_over_budget_round_is_aggregated_then_diagnosed_once(gateway: Gateway, store: ArtifactStore,
