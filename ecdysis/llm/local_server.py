@@ -18,6 +18,7 @@ Needs the ``local`` extra (``python -m ecdysis.llm.local_setup`` builds and inst
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import json
 import math
@@ -27,9 +28,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -99,6 +102,28 @@ def free_threads(cores: int, busy: float) -> int:
     the others (llama.cpp's threads meet at a barrier per layer): with one busy neighbour on 2 cores, 1 thread made
     15.7 tokens/s and 2 threads 6.8."""
     return max(1, cores - math.floor(busy + 0.5))
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel send the server SIGTERM when the process that started it dies (a study
+    killed with SIGTERM or SIGKILL would otherwise leave its server running, holding a core's worth of memory and
+    its port). The signal follows the starting *thread*, so only a server started from the main thread gets it (a
+    short-lived thread would take its server with it); None where Linux's ``prctl`` is not there."""
+    if threading.current_thread() is not threading.main_thread() or not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return hook
 
 
 class LocalServerError(RuntimeError):
@@ -311,7 +336,8 @@ class LocalModelServer:
         cmd = self._command(path, binary)
         if self.nice:
             cmd = ["nice", "-n", str(self.nice), *cmd]
-        self._process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=die_with_parent_hook())
         try:
             self._wait_ready()
         except BaseException:

@@ -148,3 +148,44 @@ def test_the_server_says_how_many_threads_it_chose() -> None:
     given = LocalModelServer("smollm2", chat_format=None, n_threads=3)
     given._choose_threads()
     assert given.n_threads == 3 and "3 threads (as configured)" in given.engine_note
+
+
+STARTS_A_SERVER = """
+import sys, time
+from ecdysis.llm.local_server import LocalModelServer
+server = LocalModelServer("smollm2", chat_format=None, n_ctx=512, parallel=1, n_threads=1).start()
+print(server._process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_owner_takes_its_server_with_it() -> None:
+    """SIGKILL to the process that started the server (a study killed mid-run) leaves no llama-server behind: the
+    kernel sends it SIGTERM when its parent dies, so a rerun does not find a core and the memory still taken."""
+    _needs_llama_server()
+    import signal
+    import subprocess
+    import sys
+
+    owner = subprocess.Popen([sys.executable, "-c", STARTS_A_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        server_pid = int(owner.stdout.readline())
+        os.kill(server_pid, 0)  # it runs
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        for _ in range(300):
+            try:
+                os.kill(server_pid, 0)
+            except ProcessLookupError:
+                break
+            with open(f"/proc/{server_pid}/stat") as stat:  # a zombie waiting for init to reap it is gone too
+                if stat.read().split(")")[-1].split()[0] == "Z":
+                    break
+            threading.Event().wait(0.1)
+        else:
+            os.kill(server_pid, signal.SIGKILL)
+            pytest.fail("the server outlived the process that started it")
+    finally:
+        if owner.poll() is None:
+            owner.kill()
