@@ -179,8 +179,11 @@ class TrainingLoop:
             payload: dict[str, Any] = {"accepted": result.accepted, "base_score": result.base_score,
                                        "candidate_score": result.candidate_score, "note": result.note[:500],
                                        "stop": stop}
-            if result.improvement is not None:
-                payload["improvement"] = result.improvement.model_dump(mode="json")
+            if result.improvement is not None:  # an event's payload holds scalars: the estimate goes flat
+                estimate = result.improvement
+                payload.update({"improvement": estimate.describe(), "improvement_test": estimate.test,
+                                "improvement_mean": estimate.mean_difference, "improvement_lower": estimate.lower,
+                                "improvement_upper": estimate.upper, "improvement_p_value": estimate.p_value})
             self._emit(EventKind.DECISION, round=round_, failures=result.n_failures, payload=payload)
             return decided
 

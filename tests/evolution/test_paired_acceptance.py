@@ -11,6 +11,7 @@ import pytest
 
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 from ecdysis.evaluation import episode_requests
+from ecdysis.events import EventLog
 from ecdysis.evolution import (
     AcceptancePolicy,
     DiagnoserParts,
@@ -24,7 +25,7 @@ from ecdysis.evolution import (
 from ecdysis.evolution.acceptance.paired import PairedImprovement
 from ecdysis.llm import Gateway
 from ecdysis.protocols import SandboxBackend
-from ecdysis.records import Trajectory
+from ecdysis.records import EventKind, Trajectory
 from ecdysis.rollouts import RolloutSettings
 from ecdysis.store import ArtifactStore
 from tests.evolution.conftest import CODER, DIAGNOSER, REFUND_DESK, SCRIPTED, TASK_MODEL
@@ -40,8 +41,8 @@ class Crash(RuntimeError):
 @pytest.fixture
 def paired_loop(tmp_path: Path, store: ArtifactStore, gateway: Gateway, backend: SandboxBackend,
                 seed: Path) -> Callable[..., tuple[TrainingLoop, list[tuple[str, int, int]]]]:
-    """``paired_loop(run_id, policy, coder=..., stop_hook=...)`` → (a one-round ``ecdysis`` loop deciding with
-    ``policy``, the (phase, task, trial) of every episode it ran)."""
+    """``paired_loop(run_id, policy, coder=..., stop_hook=..., events=...)`` → (a one-round ``ecdysis`` loop
+    deciding with ``policy``, the (phase, task, trial) of every episode it ran)."""
 
     def build(run_id: str, policy: AcceptancePolicy, *, coder: str = CODER,
               **overrides: Any) -> tuple[TrainingLoop, list[tuple[str, int, int]]]:
@@ -56,11 +57,13 @@ def paired_loop(tmp_path: Path, store: ArtifactStore, gateway: Gateway, backend:
             return [REFUND_DESK.run(request, backend, gateway) for request in requests]
 
         stop_hook = overrides.pop("stop_hook", None)
+        events = overrides.pop("events", None)
         settings = LoopSettings(run_id=run_id, method="ecdysis", harness_dir=seed, workspace=tmp_path / run_id,
                                 max_rounds=1, **overrides)
         loop = TrainingLoop(settings, store, gateway, backend, FunctionEvaluator(evaluate),
                             method("ecdysis").diagnoser(DiagnoserParts(llm=gateway, model=DIAGNOSER)),
-                            BuiltinCodingAgent(gateway, coder, backend), acceptance=policy, stop_hook=stop_hook)
+                            BuiltinCodingAgent(gateway, coder, backend), acceptance=policy, stop_hook=stop_hook,
+                            events=events)
         return loop, ran
 
     return build
@@ -94,16 +97,22 @@ def test_a_mean_won_on_one_task_is_rejected_by_paired_and_accepted_by_strict(
     (PairedImprovement(test="bootstrap"), pytest.approx(0.25 ** 4, abs=0.01)),  # a resample of order-2 only
     (PairedImprovement(test="sign", confidence=0.85), 1 / 8),                  # 3 of 3 informative tasks improved
 ], ids=["bootstrap", "sign"])
-def test_an_improvement_across_tasks_is_accepted_by_paired(paired_loop: Callable[..., Any],
+def test_an_improvement_across_tasks_is_accepted_by_paired(paired_loop: Callable[..., Any], store: ArtifactStore,
                                                            policy: PairedImprovement, p_value: Any) -> None:
-    loop, _ = paired_loop(f"fix-{policy.test}", policy)
+    events = EventLog(store, f"fix-{policy.test}")
+    loop, _ = paired_loop(f"fix-{policy.test}", policy, events=events)
     result = loop.run()
+    events.close()
     (round0,) = result.rounds
     assert round0.accepted and result.final_hash == round0.candidate_hash
     estimate = round0.improvement
     assert estimate is not None and estimate.test == policy.test and estimate.p_value == p_value
     assert estimate.mean_difference == 0.75 and 0.0 < estimate.lower <= 0.75 <= estimate.upper == 1.0
     assert f"paired {policy.test} test over 4 tasks x {TRIALS} trials" in round0.note
+    # the decision event carries the estimate too (flat: an event's payload holds scalars)
+    (decision,) = [e for e in store.read("events", run_id=f"fix-{policy.test}") if e.kind == EventKind.DECISION]
+    assert decision.payload["improvement"] == estimate.describe() and decision.payload["accepted"] is True
+    assert decision.payload["improvement_lower"] == estimate.lower
 
 
 def test_the_sign_test_at_95_percent_needs_more_than_three_improved_tasks(paired_loop: Callable[..., Any]) -> None:
