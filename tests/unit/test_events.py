@@ -91,6 +91,21 @@ def test_liveness_tells_running_finished_and_died(tmp_path: Path) -> None:
     assert liveness(store, "r4", now=later).state == "finished"
 
 
+def test_a_resumed_run_is_running_again_after_its_failure(tmp_path: Path) -> None:
+    """The failed attempt's event stays in the log; the resumed attempt's start (newer) is what counts."""
+    store = ArtifactStore(tmp_path)
+    store.write_manifest(RunManifest(run_id="r5", status="running"))
+    start = utc_now() - timedelta(seconds=20)
+    failed = [RunEvent(event_id="a", run_id="r5", kind=EventKind.RUN_STARTED, time=start),
+              RunEvent(event_id="b", run_id="r5", kind=EventKind.RUN_FAILED, time=start + timedelta(seconds=5))]
+    store.append("events", failed, run_id="r5", batch_id="first")
+    assert liveness(store, "r5").state == "failed"
+    resumed = [RunEvent(event_id="c", run_id="r5", kind=EventKind.RUN_STARTED, time=start + timedelta(seconds=10),
+                        payload={"interval_s": 10.0})]
+    store.append("events", resumed, run_id="r5", batch_id="second")
+    assert liveness(store, "r5").state == "running"
+
+
 def _round_events() -> list[RunEvent]:
     def ev(kind: EventKind, **fields: Any) -> RunEvent:
         return RunEvent(event_id=f"e{len(out)}", run_id="r5", seq=len(out), kind=kind, **fields)
