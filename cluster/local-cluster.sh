@@ -107,6 +107,7 @@ node_env() {
 RAY_AUTH_MODE=token
 RAY_AUTH_TOKEN=$(cat "$state/ray-token")
 RAY_USAGE_STATS_ENABLED=0
+RAY_worker_niceness=0
 ECDYSIS_S3_ENDPOINT_URL=http://$s3_ip:5000
 AWS_ACCESS_KEY_ID=testing
 AWS_SECRET_ACCESS_KEY=testing

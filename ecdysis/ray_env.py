@@ -5,10 +5,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
+WORKER_NICENESS = 0
+"""Niceness of Ray's worker processes relative to their raylet. Ray's default, 15, runs every rollout worker (where
+all of a run's episodes, grading and model calls happen) below anything else on the machine: beside two busy
+processes of niceness 0 a new worker got 4% of a core and took minutes to import litellm, and a benchmark section
+that takes 95 s on a quiet machine did not finish in 15 minutes. The workers are the run's work, not a background
+job; a user who wants them behind other work starts the command with ``nice``, and the workers follow."""
+
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "worker_niceness": WORKER_NICENESS}
 """Ray settings of a local cluster started here. Ray prestarts one idle worker per CPU when the first driver
 connects, before the job's runtime environment is known; our actors never run in them (their runtime environment
-differs), so on a 2-core machine they cost 0.75 CPU-s during start-up and 160 MB for the whole run, for nothing."""
+differs), so on a 2-core machine they cost 0.75 CPU-s during start-up and 160 MB for the whole run, for nothing.
+``worker_niceness``: see :data:`WORKER_NICENESS`."""
 
 
 def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, Any]:
