@@ -140,6 +140,13 @@ class StudyConfig(StudySection):
                 "k": self.k, "max_rounds": self.max_rounds, "train_model": self.train_model, "seed": self.seed,
                 "budget_usd": self.budget_usd}
 
+    @property
+    def table_order(self) -> list[str]:
+        """The configurations as the paper's table lists them (``ALL_CONFIGURATIONS`` order, others after, as
+        written); ``configurations`` itself is the order they run in."""
+        rank = {name: index for index, name in enumerate(ALL_CONFIGURATIONS)}
+        return sorted(self.configurations, key=lambda name: rank.get(name, len(rank)))
+
     def study_id(self) -> str:
         """``<name>-<hash of the protocol>``: the key of the study's checkpoint manifest."""
         return f"{self.name}-{stable_hash(self.protocol())[:10]}"

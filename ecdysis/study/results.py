@@ -40,7 +40,7 @@ class StudyRow:
 def study_rows(study: StudyConfig, manifest: StudyManifest, store: Any) -> list[StudyRow]:
     """Every configuration on every eval model, in the study's order (training model first)."""
     return [_row(study, manifest, store, configuration, model)
-            for model in study.eval_models for configuration in study.configurations]
+            for model in study.eval_models for configuration in study.table_order]
 
 
 def _row(study: StudyConfig, manifest: StudyManifest, store: Any, configuration: str, model: str) -> StudyRow:

@@ -104,7 +104,7 @@ def _transfer(study: StudyConfig, rows: Sequence[StudyRow]) -> list[str]:
              "held-out accuracy with its 95% interval.", "",
              "| harness | " + " | ".join(f"`{m}`" for m in models) + " |", "|---" * (len(models) + 1) + "|"]
     lines += [f"| {c} | " + " | ".join(_interval(cell[c, m].accuracy) for m in models) + " |"
-              for c in study.configurations]
+              for c in study.table_order]
     return [*lines, ""]
 
 
