@@ -25,13 +25,7 @@ from typing import Any
 from ecdysis.llm import Gateway, GatewayConfig
 from ecdysis.llm.llama_build import cached_binary
 from ecdysis.llm.local_models import fetched
-from ecdysis.llm.local_server import (
-    LocalModelServer,
-    busy_cores,
-    free_threads,
-    resolve_model_path,
-    usable_cores,
-)
+from ecdysis.llm.local_server import LocalModelServer, resolve_model_path, threads_for_now
 from ecdysis.records import LLMCallRecord, Role
 
 
@@ -132,8 +126,8 @@ def run(*, model: str | None = None, gen_tokens: int = 128, slot_counts: tuple[i
         return {"unavailable": "llama-server is not built (python -m ecdysis.llm.local_setup builds it)"}
     # The server's own rule, taken once so every row runs alike: a decoding thread that shares its core with a busy
     # process stalls the others at every layer (on 2 cores beside 2 busy ones, 2 threads took over 15 min here).
-    cpus = usable_cores()
-    model, threads = model or bench_model(), free_threads(len(cpus), busy_cores(cpus=cpus))
+    model = model or bench_model()
+    threads, _, _ = threads_for_now()
     out: dict[str, Any] = {"model": model, "threads": threads, "gen_tokens": gen_tokens,
                            "llama_bench": llama_bench(model, gen_tokens=gen_tokens, threads=threads),
                            "generation": [generation_throughput(model, n, gen_tokens=gen_tokens, threads=threads)

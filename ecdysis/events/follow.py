@@ -75,11 +75,12 @@ def liveness(store: Any, run_id: str, *, now: datetime | None = None) -> Livenes
     if manifest is not None and manifest.status != "running":
         return Liveness(manifest.status, last, interval)
     # A resumed run starts again after its failure: only the newest start or end says where it stands.
-    ends = {EventKind.RUN_FINISHED: "finished", EventKind.RUN_FAILED: "failed"}
+    ends: dict[EventKind, Literal["finished", "failed"]] = {EventKind.RUN_FINISHED: "finished",
+                                                             EventKind.RUN_FAILED: "failed"}
     marks = [e for e in events if e.kind in ends or e.kind == EventKind.RUN_STARTED]
     newest = max(marks, key=lambda e: e.time, default=None)
     if newest is not None and newest.kind in ends:
-        return Liveness(ends[newest.kind], last, interval)  # type: ignore[arg-type]
+        return Liveness(ends[newest.kind], last, interval)
     if last is None:
         return Liveness("unknown", None, interval)
     age = ((now or utc_now()) - last).total_seconds()

@@ -66,11 +66,10 @@ def busy_cores(sample_s: float = 0.5, cpus: set[int] | None = None) -> float:
     ``sample_s`` seconds of ``/proc/stat``, times their number; the 1-minute load average where ``/proc/stat``
     cannot be read."""
     first = _cpu_times(cpus)
-    if first is None:
-        return min(float(len(cpus) if cpus else os.cpu_count() or 1), os.getloadavg()[0])
-    time.sleep(sample_s)
+    if first is not None:
+        time.sleep(sample_s)
     second = _cpu_times(cpus)
-    if second is None:
+    if first is None or second is None:
         return min(float(len(cpus) if cpus else os.cpu_count() or 1), os.getloadavg()[0])
     (total_0, idle_0, cores), (total_1, idle_1, _) = first, second
     elapsed = total_1 - total_0
@@ -85,7 +84,7 @@ def _cpu_times(cpus: set[int] | None = None) -> tuple[int, int, int] | None:
     except OSError:
         return None
     per_cpu = {int(line.split()[0][3:]): line for line in lines[1:] if line.startswith("cpu")}
-    chosen = [per_cpu[cpu] for cpu in sorted(cpus)] if cpus and set(cpus) <= set(per_cpu) else None
+    chosen = [per_cpu[cpu] for cpu in sorted(cpus)] if cpus and cpus <= per_cpu.keys() else None
     if chosen is None:
         fields = [int(value) for value in lines[0].split()[1:]]
         return sum(fields[:8]), fields[3] + fields[4], max(1, len(per_cpu))  # guest time is in user time already
@@ -102,6 +101,14 @@ def free_threads(cores: int, busy: float) -> int:
     the others (llama.cpp's threads meet at a barrier per layer): with one busy neighbour on 2 cores, 1 thread made
     15.7 tokens/s and 2 threads 6.8."""
     return max(1, cores - math.floor(busy + 0.5))
+
+
+def threads_for_now() -> tuple[int, float, int]:
+    """(decoding threads, busy cores, usable cores) for a server started now by this process: :func:`free_threads`
+    of the cores it may run on (:func:`usable_cores`) and their load."""
+    cpus = usable_cores()
+    busy = busy_cores(cpus=cpus)
+    return free_threads(len(cpus), busy), busy, len(cpus)
 
 
 PR_SET_PDEATHSIG = 1
@@ -301,13 +308,10 @@ class LocalModelServer:
 
     def _choose_threads(self) -> None:
         """Sets :attr:`n_threads` (unless given) to the cores free right now, and says so in :attr:`engine_note`."""
-        cpus = usable_cores()
-        cores = len(cpus)
         if self.n_threads is not None:
             self.engine_note += f"; {self.n_threads} threads (as configured)"
             return
-        busy = busy_cores(cpus=cpus)
-        self.n_threads = free_threads(cores, busy)
+        self.n_threads, busy, cores = threads_for_now()
         self.engine_note += f"; {self.n_threads} threads ({busy:.1f} of {cores} cores busy at start)"
 
     def _command(self, path: Path, binary: Path | None) -> list[str]:
