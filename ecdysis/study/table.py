@@ -33,12 +33,17 @@ def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[S
     k, benchmark = study.k, study.base.benchmark
     main = [r for r in rows if r.model == study.train_model]
     budget = study.budget_usd if study.budget_usd is not None else study.base.llm.max_usd
+    heldout_tasks = max((r.n_tasks for r in main), default=0)
     lines = [f"# Study {study.name}", "",
              f"Study id `{manifest.study_id}` · benchmark `{benchmark.name}` · training model `{study.train_model}` · "
              f"seed {study.seed} · up to {study.max_rounds} rounds from `{study.train_from}` · held-out "
-             f"{main[0].n_tasks if main else 0} tasks of split `{study.heldout.split}` × {k} trials · budget "
-             f"{'none' if budget is None else f'${budget:g}'} per run.", "",
-             "## Held-out results", "",
+             f"{heldout_tasks} tasks of split `{study.heldout.split}` × {k} trials · budget "
+             f"{'none' if budget is None else f'${budget:g}'} per run.", ""]
+    unfinished = [r.configuration for r in main if r.eval_run is None]
+    if unfinished:
+        lines += [f"**Partial study:** no held-out run has finished yet for {', '.join(f'`{c}`' for c in unfinished)}"
+                  " (rerun the study command to continue it).", ""]
+    lines += ["## Held-out results", "",
              f"| configuration | accuracy | Pass@{k} | Pass^{k} | training time | modification calls | tokens | "
              "cache hit | cost |",
              "|---|---|---|---|---|---|---|---|---|"]

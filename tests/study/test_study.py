@@ -84,6 +84,17 @@ def test_study_runs_every_configuration_resumes_and_reruns_for_free(local_ray: d
     calls_before = {run: len([c for c in _calls(store) if c.run_id == run]) for run in first.values()}
     assert all(calls_before.values())
 
+    # STUDY.md of the killed study says which configurations have no held-out run yet, and counts the held-out tasks
+    # from the rows that have one (here without `direct`, the table's first row).
+    partial = load_manifest(store, study.study_id())
+    assert partial is not None
+    del partial.entries["eval/direct/" + TASK_MODEL]
+    human_tasks = next(r.n_tasks for r in write_study(study, partial, store, tmp_path / "partial" / "STUDY.md")
+                       if r.configuration == "human")
+    head = (tmp_path / "partial" / "STUDY.md").read_text().split("## Held-out results")[0]
+    assert human_tasks > 0 and f"held-out {human_tasks} tasks of split" in head, head
+    assert "no held-out run has finished yet for `direct`, `se`, `ecdysis`, `ecdysis-fdcr`" in head, head
+
     # The restart skips the finished runs: same run ids, not one new call in them.
     started: list[StudyEntry] = []
     manifest = StudyRunner(study, store_uri=store_uri, on_run=started.append).run()
