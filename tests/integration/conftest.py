@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG
+
 
 def _shutdown_ray() -> None:
     import ray
@@ -45,7 +47,7 @@ def cluster_address() -> Iterator[str]:
     """A one-node Ray cluster (2 CPUs) the CLI runs join; this process does not connect to it."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "_system_config": LOCAL_SYSTEM_CONFIG})
     try:
         yield str(cluster.address)
     finally:
@@ -65,7 +67,7 @@ def ray_cluster() -> Iterator[Any]:
     _shutdown_ray()
     # Read by the slow scripted model on every node (ECDYSIS_* variables travel in the runtime environment).
     os.environ["ECDYSIS_TEST_MODEL_DELAY_S"] = "0.15"
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": LOCAL_SYSTEM_CONFIG})
     try:
         for _ in range(2):
             cluster.add_node(num_cpus=1, resources={"rollout": 2})

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
+from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG
 from ecdysis.records import EventKind, HarnessVersion, Phase, Role, RunEvent
 from ecdysis.store import ArtifactStore
 from tests.services.mlflow_server import free_port, mlflow_server
@@ -73,7 +74,7 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     from ray.cluster_utils import Cluster
 
     root = tmp_path_factory.mktemp("tracked")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "_system_config": LOCAL_SYSTEM_CONFIG})
     try:
         address = str(cluster.address)
         dead_uri = f"http://127.0.0.1:{free_port()}"
