@@ -65,7 +65,9 @@ def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[S
               "candidate evaluation); modification calls are the diagnosis and coding calls of training.",
               "- Tokens, cache hit and cost cover the configuration's training run and its held-out evaluation: cache "
               "hit is the provider's prompt caching (cached prompt tokens / prompt tokens); cost is n/a when no call "
-              "was priced (local and scripted models). Calls answered by our response cache count their tokens.",
+              "was priced (local and scripted models). A call answered by our response cache (from this run or an "
+              "earlier one) counts no tokens: a configuration whose harness equals one already evaluated can "
+              "show none.",
               "- `direct` and `human` are the benchmark's seed harnesses, not trained; the other configurations "
               f"are trained from `{study.train_from}` on the same training tasks with the same model, seed and "
               "budget.", "",
