@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG
+from integration_support import cluster_with_product_settings
 
 
 def _shutdown_ray() -> None:
@@ -45,9 +44,7 @@ def local_ray(_ray_session: None) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def cluster_address() -> Iterator[str]:
     """A one-node Ray cluster (2 CPUs) the CLI runs join; this process does not connect to it."""
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "_system_config": LOCAL_SYSTEM_CONFIG})
+    cluster = cluster_with_product_settings(num_cpus=2)
     try:
         yield str(cluster.address)
     finally:
@@ -60,14 +57,12 @@ def ray_cluster() -> Iterator[Any]:
 
     Yields the ``Cluster``; its worker nodes are ``cluster.worker_nodes``.
     """
-    from ray.cluster_utils import Cluster
-
     from ecdysis.ray_env import ensure_ray
 
     _shutdown_ray()
     # Read by the slow scripted model on every node (ECDYSIS_* variables travel in the runtime environment).
     os.environ["ECDYSIS_TEST_MODEL_DELAY_S"] = "0.15"
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": LOCAL_SYSTEM_CONFIG})
+    cluster = cluster_with_product_settings(num_cpus=1)
     try:
         for _ in range(2):
             cluster.add_node(num_cpus=1, resources={"rollout": 2})

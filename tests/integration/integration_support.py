@@ -40,3 +40,32 @@ def tau2_regrade(files: list[Path], domain: str) -> dict[str, float]:
             theirs = evaluate_simulation(simulation, tasks[simulation.task_id], EvaluationType.ALL, False, domain)
             graded[simulation.id] = theirs.reward
     return graded
+
+
+def cluster_with_product_settings(num_cpus: int) -> Any:
+    """A ``ray.cluster_utils.Cluster`` whose head runs with the product's local Ray settings (worker niceness 0, see
+    ``ecdysis.ray_env``); nodes added later take them from the head. At Ray's defaults its workers starve beside any
+    busy process."""
+    from ray.cluster_utils import Cluster
+
+    from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG
+
+    return Cluster(initialize_head=True, head_node_args={"num_cpus": num_cpus, "_system_config": LOCAL_SYSTEM_CONFIG})
+
+
+def worker_niceness(**actor_options: Any) -> int:
+    """The niceness of a Ray worker process placed with ``actor_options`` on the connected cluster."""
+    import os
+
+    import ray
+
+    @ray.remote(num_cpus=0, **actor_options)
+    class Probe:
+        def niceness(self) -> int:
+            return os.getpriority(os.PRIO_PROCESS, 0)
+
+    probe = Probe.remote()  # type: ignore[attr-defined]
+    try:
+        return int(ray.get(probe.niceness.remote(), timeout=300))
+    finally:
+        ray.kill(probe)

@@ -3,11 +3,12 @@ nothing but time: its episodes rerun elsewhere and the store holds each (task, t
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from typing import Any
 
 import pytest
-from integration_support import SLOW_GOLD, TASK_IDS, requests_for
+from integration_support import SLOW_GOLD, TASK_IDS, requests_for, worker_niceness
 
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts import RolloutPool, RolloutSettings
@@ -65,20 +66,8 @@ def test_node_lost_mid_evaluation_reruns_its_rollouts_elsewhere(ray_cluster: Any
     assert {t.trajectory_id for t in final} <= set(ids)
 
 
+
 def test_the_cluster_workers_run_at_the_commands_priority(ray_cluster: Any) -> None:
     """The cluster fixtures start Ray as the product does (worker niceness 0, see ``ecdysis.ray_env``): at Ray's
     default of 15 their workers starve beside any busy process and the module's tests time out."""
-    import os
-
-    import ray
-
-    @ray.remote(num_cpus=0, resources={"rollout": 1})
-    class Probe:
-        def niceness(self) -> int:
-            return os.getpriority(os.PRIO_PROCESS, 0)
-
-    probe = Probe.remote()  # type: ignore[attr-defined]
-    try:
-        assert ray.get(probe.niceness.remote(), timeout=300) == os.getpriority(os.PRIO_PROCESS, 0)
-    finally:
-        ray.kill(probe)
+    assert worker_niceness(resources={"rollout": 1}) == os.getpriority(os.PRIO_PROCESS, 0)

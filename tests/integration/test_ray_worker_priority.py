@@ -7,20 +7,10 @@ import os
 from typing import Any
 
 import pytest
+from integration_support import worker_niceness
 
 pytestmark = pytest.mark.ray
 
 
 def test_workers_run_at_the_commands_priority(local_ray: dict[str, Any]) -> None:
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class Probe:
-        def niceness(self) -> int:
-            return os.getpriority(os.PRIO_PROCESS, 0)
-
-    probe = Probe.remote()  # type: ignore[attr-defined]
-    try:
-        assert ray.get(probe.niceness.remote(), timeout=300) == os.getpriority(os.PRIO_PROCESS, 0)
-    finally:
-        ray.kill(probe)
+    assert worker_niceness() == os.getpriority(os.PRIO_PROCESS, 0)

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 import yaml
+from integration_support import cluster_with_product_settings
 
 from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
-from ecdysis.ray_env import LOCAL_SYSTEM_CONFIG
 from ecdysis.records import EventKind, HarnessVersion, Phase, Role, RunEvent
 from ecdysis.store import ArtifactStore
 from tests.services.mlflow_server import free_port, mlflow_server
@@ -71,10 +71,8 @@ def _run_id(store: ArtifactStore, proc: subprocess.Popen[str]) -> str:
 def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Two finished runs on one module Ray cluster: ``live`` (mirrored into a live MLflow server, followed by
     ``runs watch`` while it runs) and ``dead`` (tracking pointed at a port nobody listens on)."""
-    from ray.cluster_utils import Cluster
-
     root = tmp_path_factory.mktemp("tracked")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "_system_config": LOCAL_SYSTEM_CONFIG})
+    cluster = cluster_with_product_settings(num_cpus=2)
     try:
         address = str(cluster.address)
         dead_uri = f"http://127.0.0.1:{free_port()}"

@@ -101,7 +101,7 @@ def test_a_llama_cpp_python_chat_format_keeps_the_fallback_engine() -> None:
 
 
 class _City(BaseModel):
-    # min_length goes into the grammar: unconstrained, SmolLM2 answered city '' when it decoded on one thread
+    # min_length goes into the grammar: unconstrained, SmolLM2 answered city '' once under stress-ng
     city: str = Field(min_length=1)
     country: str = Field(min_length=1)
 
