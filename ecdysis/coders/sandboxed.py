@@ -133,13 +133,15 @@ def bwrap_argv(bwrap: str, control: Path, bundle: Path, home: Path, tmp: Path, i
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
     argv += ["--ro-bind", "/usr", "/usr"]
+    # The sandbox's own folders before the CLI's install: a later mount hides what an earlier one put beneath it,
+    # and an install in a clone under /tmp (or /home) would vanish under the run's fresh /tmp (or HOME).
+    argv += ["--ro-bind", str(control), CONTROL, "--ro-bind", str(control / "etc"), "/etc",
+             "--bind", str(bundle), WORKDIR, "--bind", str(home), HOME, "--bind", str(tmp), "/tmp"]
     for path in invocation.binds:
         argv += ["--ro-bind", path, path]
     for path in foreign_packages(invocation.binds):
         argv += ["--tmpfs", path]
-    argv += ["--ro-bind", str(control), CONTROL, "--ro-bind", str(control / "etc"), "/etc",
-             "--bind", str(bundle), WORKDIR, "--bind", str(home), HOME, "--bind", str(tmp), "/tmp",
-             "--proc", "/proc", *HIDDEN_PROC_FILES, "--dev", "/dev", "--remount-ro", "/", "--chdir", WORKDIR]
+    argv += ["--proc", "/proc", *HIDDEN_PROC_FILES, "--dev", "/dev", "--remount-ro", "/", "--chdir", WORKDIR]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "USER": "agent", "XDG_CONFIG_HOME": f"{HOME}/.config", "XDG_DATA_HOME": f"{HOME}/.local/share",
            "XDG_STATE_HOME": f"{HOME}/.local/state", "XDG_CACHE_HOME": f"{HOME}/.cache", "TERM": "dumb",

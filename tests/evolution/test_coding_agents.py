@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -230,6 +231,37 @@ def test_a_crashing_or_hanging_cli_ends_the_round_with_a_note(tmp_path: Path, ga
                              Broken(["ln", "-s", "/etc/passwd", "/work/bundle/passwd.py"], 30))
     with pytest.raises(CodingAgentFailed, match="links or special files"):
         link.apply(spec, bundle, run_id="l", round=0)
+
+
+@pytest.mark.coding_agent
+def test_a_cli_installed_under_tmp_runs_in_the_sandbox(tmp_path: Path, gateway: Gateway) -> None:
+    """The CLI's install is bound after the sandbox's own /tmp: in a clone under /tmp (a CI checkout, say) the run's
+    fresh /tmp hid the OpenCode binary (exit 127, "not found")."""
+    if why := _bwrap_works():
+        pytest.skip(why)
+    install = Path(tempfile.mkdtemp(prefix="ecdysis-cli-install-", dir="/tmp"))
+    try:
+        (install / "cli.py").write_text("print('CLI RAN')\n")
+
+        class Installed:
+            type = "installed"
+            timeout_s = 30.0
+            memory_mb = 512
+
+            def invocation(self, *, port: int, token: str, files: list[str]) -> Invocation:
+                return Invocation(argv=["/usr/bin/python3", "-I", str(install / "cli.py")], binds=[str(install)])
+
+            def installed(self) -> str | None:
+                return None
+
+        bundle = tmp_path / "bundle"
+        bundle.mkdir()
+        (bundle / "harness.py").write_text("x = 1\n")
+        run = run_cli(gateway, "scripted/ecdysis.testing.evolution:echo", Installed(), bundle, "installed")
+        assert run.exit_code == 0, run.output
+        assert "CLI RAN" in run.output
+    finally:
+        shutil.rmtree(install)
 
 
 def test_training_coder_config_builds_each_agent(gateway: Gateway) -> None:
