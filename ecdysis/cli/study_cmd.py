@@ -33,16 +33,25 @@ def study_command(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster.")] = None,
     report_only: Annotated[bool, typer.Option("--report-only", help="Write STUDY.md from the finished runs; run "
                                               "nothing.")] = False,
+    only: Annotated[str | None, typer.Option("--only", help="Run only these configurations (comma-separated), "
+                                             "e.g. to run a study's configurations in two processes on one store; "
+                                             "STUDY.md shows every finished run.")] = None,
 ) -> None:
     """Run (or continue) a study: direct, human and the evolution methods trained from human, each evaluated on
     the held-out tasks with k trials; then STUDY.md. Finished runs are never re-run."""
     from ecdysis.config import ConfigError
     from ecdysis.ray_env import ensure_ray
     from ecdysis.study import StudyRunner, load_study, write_study
+    from ecdysis.study.runner import choose_configurations
 
     try:
         study = load_study(config)
     except ConfigError as err:
+        fail(str(err))
+    chosen = None if only is None else [name.strip() for name in only.split(",") if name.strip()]
+    try:
+        running = choose_configurations(study, chosen)
+    except ValueError as err:
         fail(str(err))
     uri = store or study.base.storage.uri
     if not uri.startswith(("/", "s3://")):
@@ -50,9 +59,9 @@ def study_command(
     if not report_only:
         ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
         with local_models(study) as served:
-            runner = StudyRunner(served, store_uri=uri, on_run=_print_run, study_id=study.study_id())
+            runner = StudyRunner(served, store_uri=uri, on_run=_print_run, study_id=study.study_id(), only=chosen)
             console.print(f"[bold]study[/] {runner.manifest.study_id} · configurations "
-                          f"{', '.join(study.configurations)} · models {', '.join(study.eval_models)} · store {uri}",
+                          f"{', '.join(running)} · models {', '.join(study.eval_models)} · store {uri}",
                           highlight=False, soft_wrap=True)
             manifest = runner.run()
             store_obj = runner.store

@@ -40,6 +40,18 @@ def resumable(store: Any, run_id: str) -> bool:
     return Checkpoints(store, run_id).get("run", RunStarted) is not None
 
 
+def choose_configurations(study: StudyConfig, only: list[str] | None) -> list[str]:
+    """``only`` in the study's order (each must be one of its configurations; ``ValueError`` names the others), or
+    every configuration where ``only`` is None."""
+    if only is None:
+        return list(study.configurations)
+    unknown = [name for name in only if name not in study.configurations]
+    if unknown:
+        raise ValueError(f"--only: {', '.join(unknown)} not among the study's configurations "
+                         f"({', '.join(study.configurations)})")
+    return [name for name in study.configurations if name in only]
+
+
 @dataclass
 class StudyRunner:
     """Runs (or continues) ``study`` in the store at ``store_uri``.
@@ -53,6 +65,9 @@ class StudyRunner:
     trainer: Trainer = train_in_process
     on_run: Callable[[StudyEntry], None] | None = None
     on_checkpoint: Callable[[StudyEntry], None] | None = None
+    only: list[str] | None = None
+    """Run only these configurations (None: all); the others' finished runs stay in the checkpoint and the table.
+    Two processes of one study must not run the same configuration at once."""
     study_id: str | None = None
     """The checkpoint's key; None: ``study.study_id()``. A study whose models are served for the run passes the id
     of the study as written, so where a model was served (a server's slots or context) never changes it."""
@@ -68,14 +83,19 @@ class StudyRunner:
     def run(self) -> StudyManifest:
         """Every configuration on the training model, then on each transfer model; returns the checkpoint."""
         heldout = self.heldout_tasks()
+        chosen = self.chosen_configurations()
         harnesses: dict[str, str] = {}
-        for configuration in self.study.configurations:
+        for configuration in chosen:
             harnesses[configuration] = self._harness(configuration)
             self._evaluate(configuration, harnesses[configuration], self.study.train_model, heldout)
         for model in self.study.eval_models[1:]:
-            for configuration in self.study.configurations:
+            for configuration in chosen:
                 self._evaluate(configuration, harnesses[configuration], model, heldout)
         return self.manifest
+
+    def chosen_configurations(self) -> list[str]:
+        """The configurations this runner runs (:func:`choose_configurations` of ``only``)."""
+        return choose_configurations(self.study, self.only)
 
     def heldout_tasks(self) -> list[Task]:
         """The held-out tasks: the explicit list, or a seeded draw from the split."""

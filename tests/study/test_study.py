@@ -187,3 +187,27 @@ def test_a_served_study_keeps_the_id_of_the_study_as_written(tmp_path: Path) -> 
     assert served.study_id() != written.study_id()
     runner = StudyRunner(served, store_uri=str(tmp_path / "runs"), study_id=written.study_id())
     assert runner.manifest.study_id == written.study_id()
+
+
+def test_two_processes_split_a_study_with_only_and_keep_each_others_runs(local_ray: dict[str, Any],
+                                                                          tmp_path: Path) -> None:
+    """`ecdysis study --only` in two processes on one store: each checkpoint save merges the stored one, so the
+    runner that loaded the checkpoint first does not drop the other's runs when it saves last."""
+    store_uri = str(tmp_path / "runs")
+    study = _study(configurations=["direct", "human"])
+    with pytest.raises(ValueError, match=r"--only: sgd not among the study's configurations \(direct, human\)"):
+        StudyRunner(study, store_uri=store_uri, only=["sgd"]).run()
+    first = StudyRunner(study, store_uri=store_uri, only=["human"])  # both load the (empty) checkpoint now
+    second = StudyRunner(study, store_uri=store_uri, only=["direct"])
+    assert first.chosen_configurations() == ["human"]
+    first.run()
+    manifest = second.run()  # saved last, from a manifest loaded before `first` ran
+    keys = {f"eval/{c}/{TASK_MODEL}" for c in ("direct", "human")}
+    assert set(manifest.entries) == keys
+    stored = load_manifest(ArtifactStore(store_uri), study.study_id())
+    assert stored is not None and set(stored.entries) == keys
+    assert all(entry.status == "finished" for entry in stored.entries.values())
+    # the whole study, run afterwards, finds both runs done
+    started: list[StudyEntry] = []
+    StudyRunner(study, store_uri=store_uri, on_run=started.append).run()
+    assert started == []
