@@ -172,7 +172,7 @@ def _fdcr_block(report: dict[str, Any]) -> Html:
         facts += [[f"model ({role})", model] for role, model in sorted(models.items())]
     if report.get("error"):
         facts.append(["error", report["error"]])
-    for key in ("turns", "cause_drops", "critic_removed", "checks"):
+    for key in ("turns", "cause_drops", "critic_removed", "critic_unfounded", "checks"):
         value = report.get(key)
         if isinstance(value, list):
             facts.append([key.replace("_", " "), len(value)])
@@ -192,6 +192,12 @@ def _fdcr_block(report: dict[str, Any]) -> Html:
         parts.append(table(["pass", "cause", "reason"],
                            [[r.get("pass_index"), _cause_text(r.get("cause")), r.get("reason")]
                             for r in removed if isinstance(r, dict)], numeric=[0]))
+    unfounded = report.get("critic_unfounded")
+    if isinstance(unfounded, list) and unfounded:
+        parts.append(tag("h4", "Kept: the Critic's removal named no concern"))
+        parts.append(table(["pass", "cause", "reason"],
+                           [[r.get("pass_index"), _cause_text(r.get("cause")), r.get("reason")]
+                            for r in unfounded if isinstance(r, dict)], numeric=[0]))
     if report.get("attribution_table"):
         parts.append(join([tag("h4", "Attribution"), tag("pre", report["attribution_table"])]))
     parts.append(tag("details", join([tag("summary", "full FDCR report (JSON)"), json_block(report)]), class_="raw"))

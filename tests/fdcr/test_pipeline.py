@@ -205,3 +205,19 @@ def test_from_config_with_one_pass(gateway: Gateway, store: ArtifactStore, failu
         FDCRConfig.model_validate({"models": role_models(), "passes": 0})
     with pytest.raises(ValueError, match=r"pases\n  Extra inputs are not permitted"):
         FDCRConfig.model_validate({"models": role_models(), "pases": 2})
+
+
+def test_a_critic_removal_that_names_no_concern_keeps_the_cause(gateway: Gateway, store: ArtifactStore,
+                                                                 failures: list[FailureRecord],
+                                                                 harness_dir: Path) -> None:
+    """Qwen2.5-Coder-1.5B, as Critic in the DBBench study, removed every cause with no concern and its reason a copy
+    of the cause, so FDCR had nothing left to engineer: such a verdict keeps the cause, and the report says so."""
+    spec, report = _diagnose(gateway, store, failures, harness_dir, critic="critic_unfounded")
+    assert report.critic_removed == []
+    unfounded = report.critic_unfounded
+    assert {r.pass_index for r in unfounded} == {1, 2} and all(r.concerns == [] for r in unfounded)
+    assert report.turn("p1-engineer") is not None and report.turn("p2-engineer") is not None
+    assert spec.proposed_changes
+    # a removal that names a concern still removes (the default scripted Critic's)
+    _, named = _diagnose(gateway, None, failures, harness_dir)
+    assert named.critic_removed and named.critic_unfounded == []

@@ -160,9 +160,9 @@ class _Session:
         review = self._ask(f"p{index}-critic", Role.CRITIC, index, CriticOutput, "critic", **common,
                            evidence=self.evidence, harness=self.harness,
                            causes=prompts.dump_json([c.model_dump(mode="json") for c in state.causes]))
-        state.verdicts = review.verdicts
+        state.verdicts = [self._founded(index, given, state.causes) for given in review.verdicts]
         verdicts: dict[str, CriticVerdict] = {}
-        for given in review.verdicts:
+        for given in state.verdicts:
             verdicts.setdefault(given.cause_id, given)
         for cause in state.causes:
             verdict = verdicts.get(cause.cause_id)
@@ -194,6 +194,18 @@ class _Session:
                 if outcome.action == "flagged":
                     outcome.critic_verdict = by_ref.get(outcome.change_ref)
         return state
+
+    def _founded(self, index: int, verdict: CriticVerdict, causes: list[Cause]) -> CriticVerdict:
+        """``verdict``, or, when it removes a cause without naming a concern, a verdict that keeps the cause (noted
+        in the report). Qwen2.5-Coder-1.5B as Critic answered keep=false with no concern, its reason a copy of the
+        cause, for every cause of a round, and left nothing to engineer."""
+        if verdict.keep or verdict.concerns:
+            return verdict
+        cause = next((c for c in causes if c.cause_id == verdict.cause_id), None)
+        if cause is not None:
+            self.report.critic_unfounded.append(CriticRemoval(pass_index=index, cause=cause, reason=verdict.reason))
+        return verdict.model_copy(update={"keep": True,
+                                          "reason": f"kept: the removal named no concern ({verdict.reason})"})
 
     def _moderate(self, final: _Pass) -> ModificationSpec:
         removed = [{"pass": r.pass_index, "cause": r.cause.model_dump(mode="json"), "concerns": list(r.concerns),

@@ -63,6 +63,8 @@ class FDCRReport(_Model):
     turns: list[Turn] = Field(default_factory=list)
     cause_drops: list[CauseDrop] = Field(default_factory=list)
     critic_removed: list[CriticRemoval] = Field(default_factory=list)
+    critic_unfounded: list[CriticRemoval] = Field(default_factory=list)
+    """Verdicts that would have removed a cause without naming a concern: the cause was kept."""
     checks: list[CheckOutcome] = Field(default_factory=list)
     """Every check outcome: dropped, trimmed (unknown ids removed), flagged, kept with the Moderator's reason."""
     tokens_by_role: dict[str, TokenUsage] = Field(default_factory=dict)
