@@ -108,6 +108,8 @@ class Modification(_Step):
     spec_ids: list[str] = Field(default_factory=list)
     calls: int = 0
     problem: str | None = None
+    no_change: list[str] = Field(default_factory=list)
+    """The implementation notes of the specifications that proposed no change (no coder ran for them)."""
     diagnosis: PhaseStats = Field(default_factory=PhaseStats)
     coding: PhaseStats = Field(default_factory=PhaseStats)
 

@@ -274,6 +274,9 @@ class TrainingLoop:
             progress.calls += 1
             if step.spec is None:
                 progress.problem = step.error
+            elif not step.spec.proposed_changes:  # nothing to code (an FDCR round whose review kept no change)
+                progress.spec_ids.append(step.spec.spec_id)
+                progress.no_change.append(step.spec.implementation_notes or "no note")
             else:
                 progress.spec_ids.append(step.spec.spec_id)
                 mark = meter.start()
@@ -294,7 +297,10 @@ class TrainingLoop:
             checkpoints.put(f"r{round_}/modification", progress, round=round_)
         phases["diagnosis"] = progress.diagnosis
         phases["coding"] = progress.coding
-        return candidate_dir, list(progress.spec_ids), progress.calls, progress.problem
+        problem = progress.problem
+        if problem is None and progress.no_change and len(progress.no_change) == len(requests):
+            problem = f"the specification proposed no change ({progress.no_change[0]})"
+        return candidate_dir, list(progress.spec_ids), progress.calls, problem
 
     def _build(self, base_hash: str, base_dir: Path, candidate_dir: Path, problem: str | None) -> CandidateBuilt:
         """Hash, store and validate the candidate."""

@@ -1,7 +1,7 @@
 """What each trained configuration's rounds did, as a funnel: rounds with failures, rounds whose diagnosis produced a
-specification, candidates the coder made (a harness that differs from the base), candidates that validated and were
-evaluated, candidates that scored higher than their base on the training tasks, and candidates accepted. Where a
-study's target is missed, this says at which step the loop stopped learning."""
+specification proposing a change, candidates the coder made (a harness that differs from the base), candidates that
+validated and were evaluated, candidates that scored higher than their base on the training tasks, and candidates
+accepted. Where a study's target is missed, this says at which step the loop stopped learning."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Funnel:
     rounds: int
     """Rounds that had failures to diagnose."""
     specified: int
-    """Rounds whose diagnosis produced a modification specification."""
+    """Rounds whose diagnosis produced a modification specification that proposes at least one change."""
     changed: int
     """Rounds whose coder left a harness that differs from the base."""
     validated: int
@@ -33,7 +33,8 @@ class Funnel:
 
 def training_funnel(store: Any, run_id: str, rounds: list[RoundResult]) -> Funnel:
     """The funnel of run ``run_id`` over its (deduplicated) ``rounds``."""
-    specified = {s.round for s in store.read("specs", run_id=run_id) if isinstance(s, ModificationSpec)}
+    specified = {s.round for s in store.read("specs", run_id=run_id)
+                 if isinstance(s, ModificationSpec) and s.proposed_changes}
     worked = [r for r in rounds if r.n_failures > 0]
     changed = [r for r in worked if r.candidate_hash is not None and r.candidate_hash != r.base_hash]
     validated = [r for r in worked if r.candidate_score is not None]

@@ -87,9 +87,9 @@ def _training(rows: Sequence[StudyRow], store: Any) -> list[str]:
     if not trained:
         return []
     lines = ["## What training did", "",
-             "Counts of rounds: with failures to diagnose; whose diagnosis produced a specification; whose coder left "
-             "a changed harness; whose candidate validated and was evaluated; whose candidate scored above its base on "
-             "the training tasks; whose candidate was accepted.", "",
+             "Counts of rounds: with failures to diagnose; whose diagnosis produced a specification proposing a "
+             "change; whose coder left a changed harness; whose candidate validated and was evaluated; whose "
+             "candidate scored above its base on the training tasks; whose candidate was accepted.", "",
              "| configuration | rounds | specification | harness changed | validated | improved | accepted |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     details: list[str] = []

@@ -7,6 +7,7 @@ and answer with JSON derived from it. They drive the real pipeline and gateway i
 | ``critic``                   | rejects causes of model-specific patterns; finds every flagged literal bad   |
 | ``critic_keep_all``          | keeps every cause; accepts every flagged literal                             |
 | ``critic_unfounded``         | removes every cause naming no concern, its reason a copy of the cause        |
+| ``critic_reject_all``        | removes every cause as thin evidence; accepts every flagged literal          |
 | ``engineer``                 | one general change per surviving cause                                       |
 | ``engineer_hardcodes``       | like ``engineer``, but its first change names an id from the task's calls    |
 | ``engineer_fails_on_pass_2`` | like ``engineer`` in pass 1; never valid JSON from pass 2 on                 |
@@ -142,6 +143,18 @@ def critic_unfounded(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     if "### Flagged changes" in prompt:
         return _literal_review(prompt, acceptable=True)
     verdicts = [{"cause_id": c["cause_id"], "keep": False, "concerns": [], "reason": c["description"]}
+                for c in read_json_block(prompt, "Causes under review")]
+    return _reply({"verdicts": verdicts})
+
+
+def critic_reject_all(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                      context: dict[str, Any]) -> str:
+    """Removes every cause, naming thin evidence (no change survives the review); accepts every flagged literal."""
+    prompt = _prompt(messages)
+    if "### Flagged changes" in prompt:
+        return _literal_review(prompt, acceptable=True)
+    verdicts = [{"cause_id": c["cause_id"], "keep": False, "concerns": ["thin_evidence"],
+                 "reason": "the cited records do not show this cause"}
                 for c in read_json_block(prompt, "Causes under review")]
     return _reply({"verdicts": verdicts})
 

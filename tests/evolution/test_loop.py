@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ecdysis.benchmarks.refund_desk.environment import TASK_IDS
 from ecdysis.benchmarks.refund_desk.scripted import FIX_MARKER
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent
+from ecdysis.evolution import LoopSettings, TrainingLoop
+from ecdysis.evolution.fdcr import FDCRDiagnoser
+from ecdysis.llm import Gateway
+from ecdysis.protocols import SandboxBackend
 from ecdysis.store import ArtifactStore
+from tests.evolution.conftest import CODER, TASK_MODEL, Counting, refund_desk_episodes
 
 SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
 ECDYSIS, SE = "ecdysis", "se"
@@ -148,3 +155,26 @@ def test_resume_after_a_crash_ends_like_an_uninterrupted_run(
         (r.base_score, r.candidate_score, r.accepted, r.modification_calls) for r in expected.rounds]
     # nothing evaluated twice: the crashed and resumed runs together evaluated what the reference did
     assert len(crashing_eval.calls) + len(resumed_eval.calls) == len(reference_eval.calls)
+
+
+def test_a_specification_with_no_change_ends_the_round_without_a_coder(
+        tmp_path: Path, store: ArtifactStore, gateway: Gateway, backend: SandboxBackend, seed: Path) -> None:
+    """FDCR whose Critic removes every cause ends with a specification that proposes nothing: the round says so and
+    no coder runs (the DBBench study's FDCR rounds sent such a specification to the coder, which then 'left the
+    harness unchanged')."""
+    roles = {role: f"scripted/ecdysis.testing.fdcr:{role}" for role in ("analyst", "engineer", "moderator")}
+    diagnoser = FDCRDiagnoser(gateway, {**roles, "critic": "scripted/ecdysis.testing.fdcr:critic_reject_all"},
+                              passes=1, store=store)
+    settings = LoopSettings(run_id="run-nothing", method="ecdysis-fdcr", harness_dir=seed,
+                            workspace=tmp_path / "ws", max_rounds=1)
+    evaluate = Counting(refund_desk_episodes(backend, gateway, TASK_MODEL, "run-nothing"))
+    loop = TrainingLoop(settings, store, gateway, backend, evaluate, diagnoser,
+                        BuiltinCodingAgent(gateway, CODER, backend))
+    (round0,) = loop.run().rounds
+    assert not round0.accepted and round0.candidate_score is None
+    assert round0.note == ("candidate rejected: the specification proposed no change (No change survived FDCR "
+                           "review.)"), round0.note
+    assert round0.phases["coding"].llm_calls == 0 and round0.modification_calls == 1
+    assert [phase for _, _, phase in evaluate.calls] == ["base"]
+    (spec,) = store.read("specs", run_id="run-nothing")
+    assert spec.proposed_changes == []
