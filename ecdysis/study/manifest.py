@@ -62,17 +62,22 @@ def load_manifest(store: Any, study_id: str) -> StudyManifest | None:
 def save_manifest(store: Any, manifest: StudyManifest) -> None:
     """Store the checkpoint (atomic: the whole object is replaced), merged first with the stored one, so that two
     processes running different configurations of one study (``ecdysis study --only``, on one machine or two) keep
-    each other's runs: ``manifest`` takes the stored entries it lacks, and a stored finished entry over its own
-    running one. The store has no compare-and-swap, so two saves in the same instant can still drop one entry (its
-    run stays in the store, and a rerun resumes it); saves come minutes apart, when a run starts or ends."""
+    each other's runs: ``manifest`` takes the stored entries it lacks, and of two entries under one key the finished
+    one, else the later started. The store has no compare-and-swap, so two saves in the same instant can still drop
+    one entry (its run stays in the store, and a rerun resumes it); saves come minutes apart, when a run starts or
+    ends."""
     stored = load_manifest(store, manifest.study_id)
     if stored is not None:
         for key, theirs in stored.entries.items():
             mine = manifest.entries.get(key)
-            if mine is None or (theirs.status == "finished" and mine.status != "finished"):
+            if mine is None or _rank(theirs) > _rank(mine):
                 manifest.entries[key] = theirs
     manifest.updated_at = utc_now()
     store.put_object(NAMESPACE, f"{manifest.study_id}.json", manifest.model_dump_json(indent=2).encode())
+
+
+def _rank(entry: StudyEntry) -> tuple[bool, datetime]:
+    return entry.status == "finished", entry.started_at
 
 
 def train_key(configuration: str) -> str:

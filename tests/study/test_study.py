@@ -211,3 +211,28 @@ def test_two_processes_split_a_study_with_only_and_keep_each_others_runs(local_r
     started: list[StudyEntry] = []
     StudyRunner(study, store_uri=store_uri, on_run=started.append).run()
     assert started == []
+
+
+def test_a_checkpoint_save_keeps_the_finished_or_later_started_entry(tmp_path: Path) -> None:
+    """Of two processes' entries under one key the merge keeps the finished one, else the later started (a run
+    started again after a kill), whichever process saves last."""
+    from datetime import timedelta
+
+    from ecdysis.study import StudyManifest
+    from ecdysis.study.manifest import save_manifest
+
+    store = ArtifactStore(str(tmp_path / "runs"))
+    older = StudyEntry(key="train/se", run_id="old", kind="train", configuration="se", model=TASK_MODEL)
+    newer = older.model_copy(update={"run_id": "new", "started_at": older.started_at + timedelta(minutes=5)})
+    done = older.model_copy(update={"run_id": "done", "status": "finished", "harness": "h"})
+
+    def saved(first: StudyEntry, last: StudyEntry) -> str:
+        study_id = f"s-{first.run_id}-{last.run_id}"
+        save_manifest(store, StudyManifest(study_id=study_id, protocol={}, entries={first.key: first}))
+        save_manifest(store, StudyManifest(study_id=study_id, protocol={}, entries={last.key: last}))
+        manifest = load_manifest(store, study_id)
+        assert manifest is not None
+        return manifest.entries["train/se"].run_id
+
+    assert saved(newer, older) == saved(older, newer) == "new"
+    assert saved(done, newer) == saved(newer, done) == "done"
