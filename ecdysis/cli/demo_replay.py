@@ -76,7 +76,8 @@ def recorded_story(store: ArtifactStore, run_id: str) -> list[str]:
     for r in rounds:
         verdict = "accepted" if r.accepted else "rolled back"
         candidate = "no candidate" if r.candidate_score is None else f"candidate {r.candidate_score:.2f}"
-        interval = f" ({r.improvement.describe()})" if r.improvement is not None else ""
+        why = r.improvement.describe() if r.improvement is not None else " ".join(r.note.split())[:160]
+        interval = f" ({why})" if why else ""
         lines.append(f"round {r.round}: {r.n_failures} failures, {r.modification_calls} modification call(s), base "
                      f"{r.base_score:.2f} → {candidate}: {verdict}{interval}")
     if rounds:
