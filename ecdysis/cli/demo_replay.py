@@ -49,7 +49,8 @@ def replay_part(store_uri: str, pack: Path | None = None) -> str | None:
     try:
         result = replay_run(source, run_id)
     except (NotReplayable, ValueError, RuntimeError) as err:
-        console.print(f"[yellow]the recorded run could not be replayed here:[/] {err}", highlight=False,
+        last = (str(err).strip().splitlines() or [type(err).__name__])[-1]  # a Ray error carries its traceback
+        console.print(f"[yellow]the recorded run could not be replayed here:[/] {last}", highlight=False,
                       soft_wrap=True)
         return None
     took = time.monotonic() - started

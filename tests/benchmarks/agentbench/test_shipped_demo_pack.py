@@ -3,6 +3,7 @@ DBBench study, re-run from its pack alone (Docker sandbox, MariaDB, no model ser
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +25,16 @@ def test_the_shipped_pack_replays_identically(tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     assert "identical" in out and "NOT identical" not in out, out[-3000:]
+
+
+def test_without_the_data_the_demo_says_why_in_one_line_and_goes_on(tmp_path: Path) -> None:
+    """Where the AgentBench data is missing the recorded part names the cause in one line (not a Ray traceback) and
+    returns None, so `ecdysis demo` runs the live round instead."""
+    code = ("from ecdysis.cli.demo_replay import replay_part\n"
+            f"print('RESULT', replay_part({str(tmp_path / 'demo')!r}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "ECDYSIS_AGENTBENCH_DATA": str(tmp_path / "no-data")})
+    out = done.stdout + done.stderr
+    line = next(line for line in out.splitlines() if "could not be replayed here" in line)
+    assert line.endswith(f"AgentBench data folder {tmp_path / 'no-data'} does not exist"), line
+    assert "RESULT None" in out
