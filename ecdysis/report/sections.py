@@ -186,18 +186,14 @@ def _fdcr_block(report: dict[str, Any]) -> Html:
               (t or {}).get("prompt_tokens", 0), (t or {}).get("completion_tokens", 0)]
              for role, t in sorted(tokens.items())],
             numeric=[1, 2, 3]))
-    removed = report.get("critic_removed")
-    if isinstance(removed, list) and removed:
-        parts.append(tag("h4", "Removed by the Critic"))
-        parts.append(table(["pass", "cause", "reason"],
-                           [[r.get("pass_index"), _cause_text(r.get("cause")), r.get("reason")]
-                            for r in removed if isinstance(r, dict)], numeric=[0]))
-    unfounded = report.get("critic_unfounded")
-    if isinstance(unfounded, list) and unfounded:
-        parts.append(tag("h4", "Kept: the Critic's removal named no concern"))
-        parts.append(table(["pass", "cause", "reason"],
-                           [[r.get("pass_index"), _cause_text(r.get("cause")), r.get("reason")]
-                            for r in unfounded if isinstance(r, dict)], numeric=[0]))
+    for key, heading in (("critic_removed", "Removed by the Critic"),
+                         ("critic_unfounded", "Kept: the Critic's removal named no concern")):
+        verdicts = report.get(key)
+        if isinstance(verdicts, list) and verdicts:
+            parts.append(tag("h4", heading))
+            parts.append(table(["pass", "cause", "reason"],
+                               [[r.get("pass_index"), _cause_text(r.get("cause")), r.get("reason")]
+                                for r in verdicts if isinstance(r, dict)], numeric=[0]))
     if report.get("attribution_table"):
         parts.append(join([tag("h4", "Attribution"), tag("pre", report["attribution_table"])]))
     parts.append(tag("details", join([tag("summary", "full FDCR report (JSON)"), json_block(report)]), class_="raw"))
