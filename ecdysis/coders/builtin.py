@@ -19,13 +19,17 @@ class BuiltinCoderConfig(CoderSection):
     """Model turns per specification."""
     selftest_timeout_s: float = Field(default=60.0, gt=0)
     """Wall-clock limit of the self-test the agent may run."""
+    finish_checks: int = Field(default=0, ge=0)
+    """How many times a ``done`` whose bundle fails the candidate checks (static checks, self-test) goes back to the
+    model while turns are left. 0 (the default, so that runs recorded before this setting replay as they ran):
+    the model's first ``done`` ends the coding."""
 
     def build(self, llm: LLMClient, model: str, backend: SandboxBackend | None) -> CodingAgent:
         """The agent this config describes."""
         from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 
         return BuiltinCodingAgent(llm, model, backend, max_turns=self.max_turns,
-                                  selftest_timeout_s=self.selftest_timeout_s)
+                                  selftest_timeout_s=self.selftest_timeout_s, finish_checks=self.finish_checks)
 
 
 def register_extensions() -> None:

@@ -225,6 +225,33 @@ def replace_text(old: str, new: str) -> Callable[[str], Edits]:
     return edits
 
 
+def scripted_second_try_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
+    """The first edit of :func:`scripted_coder`'s fix with an unclosed ``(`` line before it, and ``done`` at once,
+    ignoring the edit's compile warning (as a small model did); when ``done`` is refused, the fixed file written
+    whole, then ``done`` again."""
+
+    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+              context: dict[str, Any]) -> dict[str, Any]:
+        fix = next((f for f in fixes if f.hint in asked_changes(messages)), None)
+        results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+        turn = len(results)
+        if fix is None:
+            return tool_call(turn, "done", {"summary": "no known fix is asked for"})
+        if turn == 0:
+            return tool_call(turn, "read_file", {"path": fix.file})
+        planned = fix.edits(results[0])
+        if not planned:
+            return tool_call(turn, "done", {"summary": "nothing to change"})
+        old, new = planned[0]
+        if turn == 1:
+            return tool_call(turn, "edit_file", {"path": fix.file, "old": old, "new": "(\n" + new})
+        if results[-1].startswith("not finished") and turn == 3:
+            return tool_call(turn, "write_file", {"path": fix.file, "content": results[0].replace(old, new, 1)})
+        return tool_call(turn, "done", {"summary": "applied"})
+
+    return coder
+
+
 def coder_syntax_error(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                        context: dict[str, Any]) -> dict[str, Any]:
     """Breaks harness.py: a syntax error in ``run``'s signature."""

@@ -18,6 +18,8 @@ from ecdysis.store import ArtifactStore
 
 CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder"
 NEAR_MISS_CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder_near_miss"
+SECOND_TRY_CODER = "scripted/ecdysis.benchmarks.refund_desk.scripted:coder_second_try"
+BROKEN_CODER = "scripted/ecdysis.testing.evolution:coder_bad_selftest"
 SPEC = ModificationSpec(spec_id="s1", proposed_changes=[ProposedChange(
     component="validation_rules", description=FIXES[0].hint, rationale="flaw")])
 
@@ -94,6 +96,46 @@ def test_a_near_miss_edit_is_corrected_from_the_tool_feedback(gateway: Gateway, 
     assert f">{seed_lines.index('# RULES-END') + 1} | # RULES-END" in results[1]
     assert [r.split(" ")[0] for r in results[2:]] == ["wrote", "selftest", "done"]
     assert results[3] == "selftest passed"
+
+
+def test_a_done_that_fails_the_candidate_checks_is_sent_back_while_turns_are_left(
+        gateway: Gateway, backend: SandboxBackend, seed: Path, tmp_path: Path) -> None:
+    copy = copy_bundle(seed, tmp_path / "copy")
+    agent = BuiltinCodingAgent(gateway, SECOND_TRY_CODER, backend, finish_checks=2)
+    agent.apply(SPEC, copy, run_id="second", round=0)
+    results = [m["content"] for m in agent.last_transcript if m["role"] == "tool"]
+    assert "warning: harness.py does not compile now" in results[1]  # ignored by the model, as Qwen 1.5B did
+    assert results[2].startswith("not finished: the edited harness fails the check a candidate must pass: "
+                                 "harness.py does not compile: SyntaxError")
+    assert results[3].startswith("wrote harness.py") and results[4] == "done"
+    text = (copy / "harness.py").read_text()
+    assert FIX_MARKER in text
+    compile(text, "harness.py", "exec")
+
+
+def test_the_finishing_check_runs_the_self_test_and_gives_way_on_the_last_turn_and_after_two_refusals(
+        gateway: Gateway, backend: SandboxBackend, seed: Path, tmp_path: Path) -> None:
+    copy = copy_bundle(seed, tmp_path / "last")
+    # read, edit, done: no turn left
+    agent = BuiltinCodingAgent(gateway, SECOND_TRY_CODER, backend, max_turns=3, finish_checks=2)
+    agent.apply(SPEC, copy, run_id="last", round=0)
+    assert [m["content"] for m in agent.last_transcript if m["role"] == "tool"][2] == "done"
+    assert "(\n" in (copy / "harness.py").read_text()  # left broken: candidate validation rejects it
+
+    stubborn = copy_bundle(seed, tmp_path / "stubborn")  # fails its self-test and never fixes it
+    agent = BuiltinCodingAgent(gateway, BROKEN_CODER, backend, finish_checks=2)
+    agent.apply(SPEC, stubborn, run_id="stubborn", round=0)
+    results = [m["content"] for m in agent.last_transcript if m["role"] == "tool"]
+    assert results[2].startswith("selftest failed")
+    refusals = [r for r in results if r.startswith("not finished")]
+    assert len(refusals) == 2 and "self-test failed (harness_error)" in refusals[0]
+    assert "scripted to fail" in refusals[0]
+    assert results[-1] == "done" and len(results) == 6
+
+    unchecked = copy_bundle(seed, tmp_path / "unchecked")  # the default: the first done ends the coding
+    agent = BuiltinCodingAgent(gateway, SECOND_TRY_CODER, backend)
+    agent.apply(SPEC, unchecked, run_id="unchecked", round=0)
+    assert [m["content"] for m in agent.last_transcript if m["role"] == "tool"][2] == "done"
 
 
 def test_workspace_edit_results_say_what_was_matched(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from ecdysis.testing.evolution import (  # noqa: F401 - the generic broken coder
     scripted_coder,
     scripted_diagnoser,
     scripted_near_miss_coder,
+    scripted_second_try_coder,
     tool_call,
 )
 
@@ -71,6 +72,7 @@ FIXES = (
 diagnoser = scripted_diagnoser(FIXES)
 coder = scripted_coder(FIXES)
 coder_near_miss = scripted_near_miss_coder(FIXES)
+coder_second_try = scripted_second_try_coder(FIXES)
 
 
 def task_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
