@@ -168,6 +168,24 @@ def marked_region(feedback: str) -> str | None:
     return "\n".join(lines) if lines else None
 
 
+def _one_edit_opening(fixes: Sequence[Fix], messages: list[dict[str, Any]]
+                      ) -> dict[str, Any] | tuple[Fix, list[str], tuple[str, str]]:
+    """The opening both one-edit coders share: a turn to send (``done`` when no known fix is asked for or nothing is
+    left to change, else ``read_file`` of the fix's file first), or, once the file is read, the fix, the tool results
+    so far and the fix's first edit."""
+    fix = next((f for f in fixes if f.hint in asked_changes(messages)), None)
+    results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+    turn = len(results)
+    if fix is None:
+        return tool_call(turn, "done", {"summary": "no known fix is asked for"})
+    if turn == 0:
+        return tool_call(turn, "read_file", {"path": fix.file})
+    planned = fix.edits(results[0])
+    if not planned:
+        return tool_call(turn, "done", {"summary": "nothing to change"})
+    return fix, results, planned[0]
+
+
 def scripted_near_miss_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
     """The first edit of :func:`scripted_coder`'s fix, but first sent with ``old`` misquoted (:func:`near_miss`);
     on the miss, it copies the region the tool's feedback marks as closest into ``old`` and tries once more, then
@@ -175,17 +193,11 @@ def scripted_near_miss_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
 
     def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
               context: dict[str, Any]) -> dict[str, Any]:
-        fix = next((f for f in fixes if f.hint in asked_changes(messages)), None)
-        results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+        opening = _one_edit_opening(fixes, messages)
+        if isinstance(opening, dict):
+            return opening
+        fix, results, (old, new) = opening
         turn = len(results)
-        if fix is None:
-            return tool_call(turn, "done", {"summary": "no known fix is asked for"})
-        if turn == 0:
-            return tool_call(turn, "read_file", {"path": fix.file})
-        planned = fix.edits(results[0])
-        if not planned:
-            return tool_call(turn, "done", {"summary": "nothing to change"})
-        old, new = planned[0]
         if turn == 1:
             return tool_call(turn, "edit_file", {"path": fix.file, "old": near_miss(old), "new": new})
         if turn == 2 and results[1].startswith("error:"):
@@ -232,17 +244,11 @@ def scripted_second_try_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
 
     def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
               context: dict[str, Any]) -> dict[str, Any]:
-        fix = next((f for f in fixes if f.hint in asked_changes(messages)), None)
-        results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+        opening = _one_edit_opening(fixes, messages)
+        if isinstance(opening, dict):
+            return opening
+        fix, results, (old, new) = opening
         turn = len(results)
-        if fix is None:
-            return tool_call(turn, "done", {"summary": "no known fix is asked for"})
-        if turn == 0:
-            return tool_call(turn, "read_file", {"path": fix.file})
-        planned = fix.edits(results[0])
-        if not planned:
-            return tool_call(turn, "done", {"summary": "nothing to change"})
-        old, new = planned[0]
         if turn == 1:
             return tool_call(turn, "edit_file", {"path": fix.file, "old": old, "new": "(\n" + new})
         if results[-1].startswith("not finished") and turn == 3:
