@@ -23,13 +23,18 @@ class BuiltinCoderConfig(CoderSection):
     """How many times a ``done`` whose bundle fails the candidate checks (static checks, self-test) goes back to the
     model while turns are left. 0 (the default, so that runs recorded before this setting replay as they ran):
     the model's first ``done`` ends the coding."""
+    file_tokens: int = Field(default=0, ge=0)
+    """Show the bundle's files whole in the task message while they fit in this many tokens (estimated), the rest by
+    name. 0 (the default, so that runs recorded before this setting replay as they ran): names only, the model reads
+    what it needs with ``read_file``."""
 
     def build(self, llm: LLMClient, model: str, backend: SandboxBackend | None) -> CodingAgent:
         """The agent this config describes."""
         from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 
         return BuiltinCodingAgent(llm, model, backend, max_turns=self.max_turns,
-                                  selftest_timeout_s=self.selftest_timeout_s, finish_checks=self.finish_checks)
+                                  selftest_timeout_s=self.selftest_timeout_s, finish_checks=self.finish_checks,
+                                  file_tokens=self.file_tokens)
 
 
 def register_extensions() -> None:

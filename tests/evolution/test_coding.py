@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ecdysis.benchmarks.refund_desk.scripted import FIX_MARKER, FIXES
-from ecdysis.coders.builtin_agent import BuiltinCodingAgent, BundleWorkspace, ToolError
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent, BundleWorkspace, ToolError, shown_files
 from ecdysis.harness import copy_bundle
 from ecdysis.llm import Gateway
 from ecdysis.protocols import SandboxBackend
@@ -136,6 +136,24 @@ def test_the_finishing_check_runs_the_self_test_and_gives_way_on_the_last_turn_a
     agent = BuiltinCodingAgent(gateway, SECOND_TRY_CODER, backend)
     agent.apply(SPEC, unchecked, run_id="unchecked", round=0)
     assert [m["content"] for m in agent.last_transcript if m["role"] == "tool"][2] == "done"
+
+
+def test_the_task_shows_the_files_whole_within_the_token_budget(gateway: Gateway, seed: Path,
+                                                                 tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    root.mkdir()
+    (root / "harness.py").write_text("def run(session):\n    return None\n")
+    (root / "big.py").write_text("x = 1\n" * 400)  # ~800 tokens
+    assert shown_files(root, 0) == "- big.py\n- harness.py"  # names only: the task as before the setting
+    assert shown_files(root, 200) == ("- big.py (not shown: read it with read_file)\n"
+                                      "- harness.py:\n```\ndef run(session):\n    return None\n```")
+    assert "x = 1" in shown_files(root, 2_000)
+
+    copy = copy_bundle(seed, tmp_path / "copy")
+    agent = BuiltinCodingAgent(gateway, CODER, None, max_turns=1, file_tokens=4_000)
+    agent.apply(SPEC, copy, run_id="shown", round=0)
+    task = agent.last_transcript[1]["content"]
+    assert (seed / "harness.py").read_text().rstrip() in task
 
 
 def test_workspace_edit_results_say_what_was_matched(tmp_path: Path) -> None:
