@@ -231,9 +231,10 @@ def shown_files(bundle_dir: Path, budget_tokens: int) -> str:
     for name in bundle_files(bundle_dir):
         text = (bundle_dir / name).read_text(encoding="utf-8", errors="replace")
         block = f"- {name}:\n```\n{text.rstrip()}\n```"
-        if budget_tokens and estimate_tokens(block) <= left:
+        cost = estimate_tokens(block)
+        if budget_tokens and cost <= left:
             lines.append(block)
-            left -= estimate_tokens(block)
+            left -= cost
         else:
             lines.append(f"- {name}" + (" (not shown: read it with read_file)" if budget_tokens else ""))
     return "\n".join(lines)

@@ -168,22 +168,29 @@ def marked_region(feedback: str) -> str | None:
     return "\n".join(lines) if lines else None
 
 
-def _one_edit_opening(fixes: Sequence[Fix], messages: list[dict[str, Any]]
-                      ) -> dict[str, Any] | tuple[Fix, list[str], tuple[str, str]]:
-    """The opening both one-edit coders share: a turn to send (``done`` when no known fix is asked for or nothing is
-    left to change, else ``read_file`` of the fix's file first), or, once the file is read, the fix, the tool results
-    so far and the fix's first edit."""
-    fix = next((f for f in fixes if f.hint in asked_changes(messages)), None)
-    results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
-    turn = len(results)
-    if fix is None:
-        return tool_call(turn, "done", {"summary": "no known fix is asked for"})
-    if turn == 0:
-        return tool_call(turn, "read_file", {"path": fix.file})
-    planned = fix.edits(results[0])
-    if not planned:
-        return tool_call(turn, "done", {"summary": "nothing to change"})
-    return fix, results, planned[0]
+OneEditStep = Callable[[Fix, list[str], tuple[str, str]], dict[str, Any]]
+"""A one-edit coder's turn once the fix's file is read: (the fix, the tool results so far, its first edit) -> turn."""
+
+
+def _one_edit_coder(fixes: Sequence[Fix], step: OneEditStep) -> ScriptedModelFn:
+    """A coder with the opening the one-edit coders share: ``done`` when no known fix is asked for or nothing is
+    left to change, else ``read_file`` of the fix's file first; after that, ``step`` decides each turn."""
+
+    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+              context: dict[str, Any]) -> dict[str, Any]:
+        fix = next((f for f in fixes if f.hint in asked_changes(messages)), None)
+        results = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+        turn = len(results)
+        if fix is None:
+            return tool_call(turn, "done", {"summary": "no known fix is asked for"})
+        if turn == 0:
+            return tool_call(turn, "read_file", {"path": fix.file})
+        planned = fix.edits(results[0])
+        if not planned:
+            return tool_call(turn, "done", {"summary": "nothing to change"})
+        return step(fix, results, planned[0])
+
+    return coder
 
 
 def scripted_near_miss_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
@@ -191,12 +198,8 @@ def scripted_near_miss_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
     on the miss, it copies the region the tool's feedback marks as closest into ``old`` and tries once more, then
     runs the self-test and ends. It never looks at the file again after its first read."""
 
-    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-              context: dict[str, Any]) -> dict[str, Any]:
-        opening = _one_edit_opening(fixes, messages)
-        if isinstance(opening, dict):
-            return opening
-        fix, results, (old, new) = opening
+    def step(fix: Fix, results: list[str], edit: tuple[str, str]) -> dict[str, Any]:
+        old, new = edit
         turn = len(results)
         if turn == 1:
             return tool_call(turn, "edit_file", {"path": fix.file, "old": near_miss(old), "new": new})
@@ -209,7 +212,7 @@ def scripted_near_miss_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
             return tool_call(turn, "run_selftest", {})
         return tool_call(turn, "done", {"summary": results[-1]})
 
-    return coder
+    return _one_edit_coder(fixes, step)
 
 
 def edit_after(anchor: str, addition: str, *, marker: str) -> Callable[[str], Edits]:
@@ -242,12 +245,8 @@ def scripted_second_try_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
     ignoring the edit's compile warning (as a small model did); when ``done`` is refused, the fixed file written
     whole, then ``done`` again."""
 
-    def coder(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-              context: dict[str, Any]) -> dict[str, Any]:
-        opening = _one_edit_opening(fixes, messages)
-        if isinstance(opening, dict):
-            return opening
-        fix, results, (old, new) = opening
+    def step(fix: Fix, results: list[str], edit: tuple[str, str]) -> dict[str, Any]:
+        old, new = edit
         turn = len(results)
         if turn == 1:
             return tool_call(turn, "edit_file", {"path": fix.file, "old": old, "new": "(\n" + new})
@@ -255,7 +254,7 @@ def scripted_second_try_coder(fixes: Sequence[Fix]) -> ScriptedModelFn:
             return tool_call(turn, "write_file", {"path": fix.file, "content": results[0].replace(old, new, 1)})
         return tool_call(turn, "done", {"summary": "applied"})
 
-    return coder
+    return _one_edit_coder(fixes, step)
 
 
 def coder_syntax_error(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
