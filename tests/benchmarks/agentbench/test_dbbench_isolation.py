@@ -14,7 +14,7 @@ from pathlib import Path
 import pymysql
 import pytest
 from dbbench_support import needs_data, needs_mariadb, running_server, tasks
-from test_dbbench_statements import DIRECTORIES, DYNAMIC, STATUS_READS
+from test_dbbench_statements import DIRECTORIES, DYNAMIC, LOCKS, STATUS_READS
 
 from ecdysis.benchmarks.agentbench.dbbench.environment import DBBenchService, DBEpisode
 from ecdysis.benchmarks.agentbench.dbbench.faults import ServerLost
@@ -80,14 +80,18 @@ def test_status_counters_are_not_readable(service: DBBenchService, server: Maria
     with service.open(_task(), "writer") as writer:
         for _ in range(3):
             assert _sql(writer, "DO 1") == ("[]", False)
-    with service.open(_task(), "reader") as reader:
-        for sql in STATUS_READS + DYNAMIC:
+    with service.open(_task(), "reader") as reader, service.open(_task(), "holder") as holder:
+        for sql in STATUS_READS + LOCKS + DYNAMIC:
             assert _sql(reader, sql) == (REFUSED, True), sql
-        # What the check stops: the same account, unchecked, reads a counter another episode moved.
-        conn = _direct(server, reader)
-        with conn, conn.cursor() as cur:  # type: ignore[attr-defined]
-            cur.execute("SHOW GLOBAL STATUS LIKE 'Com_do'")
+        # What the check stops: the same accounts, unchecked, read a counter another episode moved (through a
+        # comment) and see a named lock another episode holds.
+        conn, held = _direct(server, reader), _direct(server, holder)
+        with conn, held, conn.cursor() as cur, held.cursor() as holding:  # type: ignore[attr-defined]
+            cur.execute("SHOW /*a*/ GLOBAL /*b*/ STATUS LIKE 'Com_do'")
             assert int(cur.fetchone()[1]) >= 3
+            holding.execute("SELECT GET_LOCK('answer-7', 0)")
+            cur.execute("SELECT IS_USED_LOCK('answer-7')")
+            assert cur.fetchone()[0] == held.thread_id()  # type: ignore[attr-defined]
         assert _sql(reader, "SHOW TABLE STATUS")[1] is False
 
 
