@@ -315,8 +315,12 @@ def test_a_skipped_agent_action_and_an_unasked_user_action_are_graded_down(telec
 def test_the_harness_cannot_see_the_users_side(telecom: TauDomain, process_backend: Any, shared_gateway: Any,
                                                tmp_path: Path) -> None:
     """From inside the sandbox, after the user has used its phone: the scenario, the user's tool calls and results,
-    the device state and the gold are nowhere the harness can read; the user's tools are not among its tools, and
-    neither peek nor call reaches them. What it learns of the device is what the user says."""
+    the device state and the gold are nowhere the harness can read. It tries every request of the protocol (each of
+    the user's tools through peek and call, an agent tool asked to act as the user, a malformed user turn, the model),
+    every process's command line and environment, its descriptors and the whole filesystem; the user's tools are not
+    among its tools, and an operation the protocol lacks ends the episode unanswered. What it learns of the device is
+    what the user says."""
+    import base64
     import json
     import shutil
 
@@ -329,21 +333,49 @@ def test_the_harness_cannot_see_the_users_side(telecom: TauDomain, process_backe
                "assert_internet_speed", "TelecomUserDB"]
     control = "telecom-spy-control-7f3a"  # a file the walk must find: the search works
     (folder / "control.txt").write_text(control)
+    user_tools = sorted(telecom.user_tool_types)
     (folder / "orders.json").write_text(json.dumps({  # the walk skips the orders, which hold every marker
-        "ask": ask_text("check_status_bar", {}), "user_tool": "toggle_airplane_mode", "markers": [*markers, control],
+        "ask": ask_text("check_status_bar", {}), "user_tools": user_tools, "markers": [*markers, control],
+        "agent_read_tool": sorted(telecom.read_tools)[0],
         "in_memory": [scenario.reason_for_call[:60], task.ticket[:60]]}))
     trajectory = TELECOM.run(sandbox_request(task_id, folder, "gold_agent", wall_clock_s=120), process_backend,
                              shared_gateway)
     report_text = next(m["content"] for m in trajectory.messages
                        if m["role"] == "assistant" and str(m.get("content") or "").startswith("REPORT "))
-    report = json.loads(report_text[len("REPORT "):])
-    assert [Path(hit).name for hit in report["hits"]] == ["control.txt"] and report["visited"] > 50, report
-    assert not set(report["tool_names"]) & set(telecom.user_tool_types)
+    report = json.loads(base64.b64decode(report_text[len("REPORT "):]))
+    assert [Path(hit).name for hit in report["hits"]] == ["control.txt"] and report["visited"] > 50, report["hits"]
+    assert not set(report["tool_names"]) & set(user_tools)
     assert report["seen_markers"] == [], report["seen_markers"]
-    assert report["peek"][1] and report["call"] == ["Error: Tool 'toggle_airplane_mode' not found.", True]
+    collected = report["collected"]
+    assert len(user_tools) > 10 and all(
+        collected[f"peek {name}"] == [f"Error: Tool '{name}' not found.", True] for name in user_tools)
+    assert [collected[f"call {name}"] for name in user_tools[:3]] == [
+        [f"Error: Tool '{name}' not found.", True] for name in user_tools[:3]]
+    assert collected["as user (field)"] == collected["peek as user (field)"] == {
+        "content": f"Error: Tool '{user_tools[0]}' not found.", "error": True}
+    assert "got multiple values for keyword argument 'requestor'" in collected["as user (argument)"]
+    assert collected["respond, not text"] == "SessionError: bad_request: user.respond needs 'text': a string"
+    assert collected["1/cmdline"].startswith("/usr/bin/python3") and "fd/0" in collected
     assert "My phone shows" in report["asked_reply"]  # what the user says is all the harness gets
+    # Nothing the user saw or was told reached anything but the user's own words.
+    user_side = [m["content"] for m in trajectory.messages if m["role"] == "tool" and m.get("requestor") == "user"]
+    user_side += [scenario.known_info, scenario.task_instructions[:60], scenario.reason_for_call[:60]]
+    assert user_side[0] and user_side[0] in report["asked_reply"]
+    leaks = [(key, text) for key, value in collected.items() for seen in _strings(value) for text in user_side
+             if text and text in seen]
+    assert leaks == []
     user_calls = [c for m in trajectory.messages if m["role"] == "user" for c in m.get("tool_calls") or []]
-    assert [c["name"] for c in user_calls] == ["check_status_bar"]  # the harness's own try executed nothing
+    assert [c["name"] for c in user_calls] == ["check_status_bar"]  # the harness's own tries executed nothing
+    # The user had ended the conversation at the report; the first unknown operation then ended the episode, unanswered.
+    assert trajectory.termination_reason is TerminationReason.USER_STOP
+    assert "unknown op 'user.scenario'" in (trajectory.error or ""), trajectory.error
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [text for item in items for text in _strings(item)]
 
 
 def test_the_viewer_shows_the_users_actions_as_their_own_steps(telecom: TauDomain, shared_gateway: Any) -> None:
