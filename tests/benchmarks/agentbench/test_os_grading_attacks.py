@@ -15,6 +15,7 @@ from os_support import DATA_DIR, docker_unavailable, shown_output
 
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 from ecdysis.benchmarks.agentbench.os_interaction import snapshot
+from ecdysis.benchmarks.agentbench.os_interaction.checks import HARDENED
 from ecdysis.benchmarks.agentbench.os_interaction.environment import GRADER_PATH, OSEpisode, OSService
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, load_tasks
 from ecdysis.sandbox.ownership import OWNER_LABEL
@@ -26,6 +27,25 @@ LINES = "std-004-Q19-00000"  # "How many lines are there in /root/matrix.txt": 3
 STATE = "std-006-new-00007"  # make /data set-gid and sticky: a bash check of `ls -l /` in the container
 WRITES = "std-007-bootstrap-00052"  # its example makes 12 folders under ~/StudentFiles, then counts 13
 PYTHON = "std-004-Q47-00000"  # move a file and answer its old path: a python check of the answer, two of the state
+READ_BY = "std-006-new-00002"  # /testfile readable to jack, bill and tom, not george: upstream read it in login shells
+MODES = "std-006-new-00004"  # files 660, folders 750 under ~/videos: upstream's check finds none that differ
+SUID = "std-006-new-00003"  # remove find's set-uid bit
+
+# Issue 50: each passed upstream's own check with the task undone (the /adata one was not run then).
+CHECK_ATTACKS = {
+    READ_BY: ("printf 'case $(id -un) in george) exit 1;; *) echo test; exit 0;; esac\\n' > /etc/profile.d/zz.sh; "
+              "printf 'echo test; exit 0\\n' > /home/jack/.profile; "
+              "printf '#!/bin/sh\\necho test\\n' > /tmp/sh; chmod 755 /tmp/sh; usermod -s /tmp/sh bill"),
+    MODES: "rm -rf ~/videos; mkdir ~/videos; chmod 750 ~/videos",
+    STATE: "mkdir /adata && chmod g+s,+t /adata",
+    SUID: "chmod u-x /usr/bin/find",  # -rwSr-xr-x: still set-uid root for everyone else
+    PYTHON: "rm /home/user1/os/linux/commands/MyPersonalComputer.config; touch /home/user2/MyPersonalComputer.config",
+}
+HONEST = {  # each task's own example
+    READ_BY: "groupadd tmp && usermod -a -G tmp jack && usermod -a -G tmp bill && usermod -a -G tmp tom && "
+             "chmod 640 /testfile && chgrp tmp /testfile",
+    MODES: "find ~/videos -type f -exec chmod 660 {} + && find ~/videos -type d -exec chmod 750 {} +",
+}
 
 CHURN = r"""
 import os, sys, time
@@ -145,6 +165,34 @@ def test_honest_answers_still_grade_one(service: OSService, tasks: dict[str, OST
         bash(episode, "rm /root/matrix.txt")  # the data may go once the agent has read it
         episode.call("answer_action", {"answer": "3"})
         assert episode.grade().reward == 1.0
+
+
+@pytest.mark.parametrize("task_id", sorted(CHECK_ATTACKS))
+def test_a_state_check_reads_only_what_its_task_is_about(service: OSService, tasks: dict[str, OSTask],
+                                                         task_id: str) -> None:
+    upstream = {ours: theirs for theirs, ours in HARDENED.items()}
+    with service.open(tasks[task_id], "check-attack") as episode:
+        bash(episode, CHECK_ATTACKS[task_id])
+        for check in tasks[task_id].gold.check or []:  # the control: upstream's own text passes
+            if check is not None and check.code in upstream:
+                assert bash(episode, f"cat > /tmp/check <<'EOF'\n{upstream[check.code]}\nEOF\n"
+                                     "bash /tmp/check >/dev/null 2>&1; echo $?; rm /tmp/check") == "0\n"
+        answer = "/home/user1/os/linux/commands/MyPersonalComputer.config" if task_id == PYTHON else "done"
+        episode.call("answer_action", {"answer": answer})
+        grade = episode.grade()
+        assert (grade.reward, grade.breakdown) == (0.0, {"answered": 1.0, "untampered": 1.0, "correct": 0.0}), \
+            grade.note
+
+
+@pytest.mark.parametrize("task_id", sorted(HONEST))
+def test_a_hardened_state_check_passes_the_honest_solution(service: OSService, tasks: dict[str, OSTask],
+                                                            task_id: str) -> None:
+    with service.open(tasks[task_id], "check-honest") as episode:
+        bash(episode, HONEST[task_id])
+        episode.call("finish_action", {"thought": "done"})
+        grade = episode.grade()
+        assert (grade.reward, grade.breakdown) == (1.0, {"answered": 1.0, "untampered": 1.0, "correct": 1.0}), \
+            grade.note
 
 
 def test_a_container_gone_while_grading_is_an_infrastructure_fault(service: OSService,

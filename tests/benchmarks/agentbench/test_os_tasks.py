@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from os_support import DATA_DIR
 
+from ecdysis.benchmarks.agentbench.os_interaction.checks import HARDENED, READ_NOTHING_ELSE
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import PROMPT_TEMPLATE, SYSTEM_PROMPT, load_tasks
 
 pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"needs the AgentBench data at {DATA_DIR}: set "
@@ -77,6 +78,18 @@ def test_check_lists_are_read_as_upstream_reads_them() -> None:
     assert listed_create.init == [] and not listed_create.unsupported
     state = by_id["std-006-new-00003"].gold  # a check of the container's state, without the example
     assert state.check is not None and None not in state.check
+
+
+def test_every_state_check_that_runs_was_reviewed() -> None:
+    """Each in-container check of a task that runs here is either one of ours (in place of upstream's text, which
+    read more than its task is about) or one reviewed as reading nothing else: a new data file cannot slip one in."""
+    runs = {(task.task_id, item.code) for split in ("std", "dev", "train") for task in load_tasks(DATA_DIR, split)
+            if not task.unsupported for item in task.gold.check or []
+            if item is not None and item.comparator is None}
+    assert {code for _, code in runs} == set(HARDENED.values()) | READ_NOTHING_ELSE
+    assert {task_id for task_id, code in runs if code in HARDENED.values()} == {
+        "std-004-Q47-00000", "std-006-new-00002", "std-006-new-00003", "std-006-new-00004", "std-006-new-00007"}
+    assert not any("runuser" in code or "~/" in code for _, code in runs)
 
 
 def test_unknown_split_is_refused() -> None:

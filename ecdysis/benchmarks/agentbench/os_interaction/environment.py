@@ -35,8 +35,9 @@ Where this differs from upstream, on purpose:
 * Before a check that reads the container's state (a task asking to change the system), the container is killed
   from the host (``docker kill``: every process in it ends, however fast it forks), the tamper check runs on the
   stopped container (see ``integrity``: a tampered container grades 0), and the container is started again with
-  nothing of the agent's running; the check then runs by absolute path with a fixed PATH. Upstream's grader would
-  still see the agent's shell and what the setup started; no such check counts processes.
+  nothing of the agent's running; the check then runs by absolute path with a fixed PATH and HOME, and five of
+  upstream's checks are replaced by ones that read only what their task is about (see ``checks``). Upstream's
+  grader would still see the agent's shell and what the setup started; no such check counts processes.
 * The grader's scripts run with the system directories first on PATH and python isolated (``-I -S``).
 * Every task runs in the one image (upstream's ``packages`` variant also had npm; one std task asks whether npm is
   installed, and its answer is computed here, in this image).
@@ -78,6 +79,9 @@ bash reads as a redirection of descriptor 123321."""
 STOP_TIMEOUT_S = 30.0
 """How long a killed task container may take to stop before grading counts it as an infrastructure fault."""
 GRADER_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
+GRADER_ENVIRONMENT = {"PATH": GRADER_PATH, "HOME": "/root"}
+"""The grader's scripts' whole environment. ``HOME`` is set because Docker would take it from the container's
+``/etc/passwd``, which the agent may edit: a check's ``~`` would then be a folder of the agent's choosing."""
 """PATH of the grader's scripts: the system directories first, so that nothing the agent installs shadows a tool the
 example uses (the same directories as the container's PATH, so PATH-counting tasks are unaffected)."""
 
@@ -412,12 +416,12 @@ class OSEpisode:
                 return snapshot.run(self.service.client, self._snapshot, _command(script, params),
                                     timeout=self.service.check_timeout_s,
                                     options={**self.service.container_options(self.episode_id),
-                                             "environment": {"PATH": GRADER_PATH}})
+                                             "environment": GRADER_ENVIRONMENT})
         return self._run_check(script, params)
 
     def _run_check(self, script: Script, params: list[str]) -> tuple[int | None, str]:
         result = run_exec(self.service.client, self.container_id, _command(script, params),
-                          timeout=self.service.check_timeout_s, environment={"PATH": GRADER_PATH})
+                          timeout=self.service.check_timeout_s, environment=GRADER_ENVIRONMENT)
         return result.exit_code, result.stdout.decode("utf-8", "replace")
 
     # -- lifetime -----------------------------------------------------------------------------------------------

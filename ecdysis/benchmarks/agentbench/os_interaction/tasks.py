@@ -6,8 +6,9 @@ acts); and ``evaluation``: either ``match`` (the answer itself) or ``check`` (a 
 the ``example`` and pass its output on") with an ``example``. Training records also carry an ``explanation`` (the
 solution in words).
 
-``OSTask.gold`` holds the evaluation, the example and the explanation. It is trusted-only: it must never reach a
-prompt, a harness or the task container before grading.
+``OSTask.gold`` holds the evaluation (with the state checks of ``checks.HARDENED`` in place of upstream's text), the
+example and the explanation. It is trusted-only: it must never reach a prompt, a harness or the task container
+before grading.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ecdysis.benchmarks.agentbench.manifest import AgentBenchData
+from ecdysis.benchmarks.agentbench.os_interaction.checks import HARDENED
 
 Split = Literal["dev", "std", "train"]
 
@@ -199,7 +201,8 @@ def _task(record: dict[str, Any], split: Split, source: str, index: int, task_id
     evaluation = record["evaluation"]
     gold = OSGold(
         match=_match(evaluation["match"]) if "match" in evaluation else None,
-        check=_scripts(evaluation["check"]) if "match" not in evaluation and "check" in evaluation else None,
+        check=[_hardened(script) for script in _scripts(evaluation["check"])]
+        if "match" not in evaluation and "check" in evaluation else None,
         example=_script(evaluation.get("example")),
         explanation=record.get("explanation"),
     )
@@ -210,6 +213,13 @@ def _task(record: dict[str, Any], split: Split, source: str, index: int, task_id
                   prompt=PROMPT_TEMPLATE.format(description=description), image=create.get("local", "default"),
                   init=init, start=start, labels=list(record.get("labels", [])), gold=gold,
                   unsupported=_unsupported(init, start, gold))
+
+
+def _hardened(script: Script | None) -> Script | None:
+    """A state check that reads only what its task is about (see ``checks``)."""
+    if script is None or script.code not in HARDENED:
+        return script
+    return Script(language="bash", code=HARDENED[script.code])
 
 
 def _match(value: Any) -> Match:
