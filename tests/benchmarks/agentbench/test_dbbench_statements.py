@@ -44,6 +44,7 @@ LEXER_GAPS = [  # the server reads code where a careless tokenizer reads a comme
     "SELECT 1--1, GET_LOCK('a', 0)",  # "--" without a space after it is two minus signs
     "SELECT 1 --\u00a0x, GET_LOCK('a', 0)",  # no-break space: a name letter to the server, not a space
     "SELECT 1 #x\x00, GET_LOCK('a', 0)",  # NUL ends a "#" comment on the server
+    "SELECT 1 --\x7fx, GET_LOCK('a', 0)",  # control characters are refused, DEL included
     "SELECT \uff07, GET_LOCK('a', 0), \uff07",  # full-width quotes are name letters to the server, not quotes
     "SET sql_mode = 'ANSI_QUOTES'",  # would change where strings end
     "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'",

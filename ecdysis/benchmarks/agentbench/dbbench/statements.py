@@ -20,10 +20,11 @@ caps, the episode user's grants); what MariaDB has no setting for is refused her
 The check reads the statement's tokens as MariaDB's lexer splits them, with sqlglot's MySQL tokenizer: comments
 (``/* */``, ``#``, ``-- ``) are not code, ``1--1`` is arithmetic, string literals are data. Where that tokenizer and
 the server could split differently the statement is refused or made to agree first: a NUL or other control character
-is refused, and a non-ASCII character the tokenizer would take for a space (the server takes it for part of a name)
-becomes ``_``. Names are compared after folding case, accents and compatibility forms as the server's identifier
-collation does (``GLØBAL_STATUS`` is ``GLOBAL_STATUS`` to the server); the fold applies to each token's text, never
-to the statement, so that a full-width quote cannot open a string here that the server does not see.
+(DEL included: the tokenizer takes ``--`` before it for a comment) is refused, and a non-ASCII character the
+tokenizer would take for a space (the server takes it for part of a name) becomes ``_``. Names are compared after
+folding case, accents and compatibility forms as the server's identifier collation does (``GLØBAL_STATUS`` is
+``GLOBAL_STATUS`` to the server); the fold applies to each token's text, never to the statement, so that a
+full-width quote cannot open a string here that the server does not see.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _names_one_of(shape: str, names: tuple[str, ...]) -> bool:
 
 def _as_the_server_lexes(sql: str) -> str | None:
     """``sql`` made to split here as the server splits it, or ``None`` where it cannot be (a control character)."""
-    if any(ord(ch) < 32 and ch not in _SERVER_CONTROLS_ALLOWED for ch in sql):
+    if any((ord(ch) < 32 or ch == "\x7f") and ch not in _SERVER_CONTROLS_ALLOWED for ch in sql):
         return None
     # The server's spaces are ASCII; the tokenizer also skips Unicode spaces, which the server reads as name letters.
     return "".join("_" if ch.isspace() and ch not in _SERVER_SPACES else ch for ch in sql)
