@@ -17,6 +17,7 @@ from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 from ecdysis.benchmarks.agentbench.os_interaction import snapshot
 from ecdysis.benchmarks.agentbench.os_interaction.checks import HARDENED
 from ecdysis.benchmarks.agentbench.os_interaction.environment import GRADER_PATH, OSEpisode, OSService
+from ecdysis.benchmarks.agentbench.os_interaction.grading import evaluate
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, load_tasks
 from ecdysis.sandbox.ownership import OWNER_LABEL
 
@@ -41,10 +42,11 @@ CHECK_ATTACKS = {
     SUID: "chmod u-x /usr/bin/find",  # -rwSr-xr-x: still set-uid root for everyone else
     PYTHON: "rm /home/user1/os/linux/commands/MyPersonalComputer.config; touch /home/user2/MyPersonalComputer.config",
 }
-HONEST = {  # each task's own example
+HONEST_AFTER = {  # the task's own example, where the attack left what the setup made (00004's init made it again)
     READ_BY: "groupadd tmp && usermod -a -G tmp jack && usermod -a -G tmp bill && usermod -a -G tmp tom && "
              "chmod 640 /testfile && chgrp tmp /testfile",
-    MODES: "find ~/videos -type f -exec chmod 660 {} + && find ~/videos -type d -exec chmod 750 {} +",
+    MODES: "cd ~/videos && mkdir old new && touch vid1 vid2 new/a new/b old/c && cd && "
+           "find ~/videos -type f -exec chmod 660 {} + && find ~/videos -type d -exec chmod 750 {} +",
 }
 
 CHURN = r"""
@@ -170,28 +172,25 @@ def test_honest_answers_still_grade_one(service: OSService, tasks: dict[str, OST
 @pytest.mark.parametrize("task_id", sorted(CHECK_ATTACKS))
 def test_a_state_check_reads_only_what_its_task_is_about(service: OSService, tasks: dict[str, OSTask],
                                                          task_id: str) -> None:
+    """Each attack passes upstream's text of the task's check (the control, in the same container) and fails ours;
+    where the task's own solution can follow in the same container (the two tasks of the issue), it then grades 1
+    through the whole grading path, the attack's start-up files still in place; elsewhere the attack grades 0."""
     upstream = {ours: theirs for theirs, ours in HARDENED.items()}
+    gold = tasks[task_id].gold
+    answer = "/home/user1/os/linux/commands/MyPersonalComputer.config" if task_id == PYTHON else "done"
     with service.open(tasks[task_id], "check-attack") as episode:
         bash(episode, CHECK_ATTACKS[task_id])
-        for check in tasks[task_id].gold.check or []:  # the control: upstream's own text passes
+        for check in gold.check or []:
             if check is not None and check.code in upstream:
                 assert bash(episode, f"cat > /tmp/check <<'EOF'\n{upstream[check.code]}\nEOF\n"
                                      "bash /tmp/check >/dev/null 2>&1; echo $?; rm /tmp/check") == "0\n"
-        answer = "/home/user1/os/linux/commands/MyPersonalComputer.config" if task_id == PYTHON else "done"
+        assert evaluate(gold, answer, episode._grader_run)[0] is False
+        if task_id in HONEST_AFTER:
+            bash(episode, HONEST_AFTER[task_id])
         episode.call("answer_action", {"answer": answer})
         grade = episode.grade()
-        assert (grade.reward, grade.breakdown) == (0.0, {"answered": 1.0, "untampered": 1.0, "correct": 0.0}), \
-            grade.note
-
-
-@pytest.mark.parametrize("task_id", sorted(HONEST))
-def test_a_hardened_state_check_passes_the_honest_solution(service: OSService, tasks: dict[str, OSTask],
-                                                            task_id: str) -> None:
-    with service.open(tasks[task_id], "check-honest") as episode:
-        bash(episode, HONEST[task_id])
-        episode.call("finish_action", {"thought": "done"})
-        grade = episode.grade()
-        assert (grade.reward, grade.breakdown) == (1.0, {"answered": 1.0, "untampered": 1.0, "correct": 1.0}), \
+        correct = 1.0 if task_id in HONEST_AFTER else 0.0
+        assert (grade.reward, grade.breakdown) == (correct, {"answered": 1.0, "untampered": 1.0, "correct": correct}), \
             grade.note
 
 
