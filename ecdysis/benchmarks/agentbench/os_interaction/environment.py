@@ -80,8 +80,9 @@ STOP_TIMEOUT_S = 30.0
 """How long a killed task container may take to stop before grading counts it as an infrastructure fault."""
 GRADER_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
 GRADER_ENVIRONMENT = {"PATH": GRADER_PATH, "HOME": "/root"}
-"""The grader's scripts' whole environment. ``HOME`` is set because Docker would take it from the container's
-``/etc/passwd``, which the agent may edit: a check's ``~`` would then be a folder of the agent's choosing."""
+"""The grader's scripts' whole environment. ``HOME`` is fixed so that no check's ``~`` depends on how a daemon or
+runtime finds it (runc reads the container's ``/etc/passwd``, which the agent may edit, when none is given; Docker
+20.10 gave ``/root`` after the agent's ``usermod -d /tmp/h root``, measured)."""
 """PATH of the grader's scripts: the system directories first, so that nothing the agent installs shadows a tool the
 example uses (the same directories as the container's PATH, so PATH-counting tasks are unaffected)."""
 
