@@ -51,7 +51,7 @@ def export(run: Annotated[str, typer.Argument(help="Run id.")],
     console.print(f"{len(paths)} results file(s) written to {out}", highlight=False)
 
 
-def verify(run: Annotated[str, typer.Argument(help="Run id.")],
+def verify(run: Annotated[str, typer.Argument(help="Run id, or a replay pack (a .tar.gz file).")],
            sample: Annotated[int | None, typer.Option("--sample", help="Re-grade this many trajectories, drawn "
                                                       "with --seed (default: all).")] = None,
            seed: Annotated[int, typer.Option("--seed", help="Seed of the --sample draw.")] = 0,
@@ -61,10 +61,17 @@ def verify(run: Annotated[str, typer.Argument(help="Run id.")],
                                                            "a local Ray).")] = None,
            store: StoreOption = DEFAULT_STORE) -> None:
     """Re-grade a run's trajectories with the benchmark's official evaluator (τ²'s ``evaluate_simulation``) in
-    parallel on Ray, print the agreement per domain, record it in the store; exit 1 on any disagreement."""
+    parallel on Ray, print the agreement per domain, record it in the store; exit 1 on any disagreement. A pack is
+    graded against the benchmark records it carries (checked against the pinned upstream records)."""
+    from ecdysis.replay import NotReplayable
+    from ecdysis.replay.pack import use_pack_data
     from ecdysis.verification import verify_run
 
-    artifacts = open_store(store)
+    try:
+        artifacts, run, data_dir = _replay_source(run, store)
+    except (StoreError, NotReplayable) as err:
+        fail(str(err))
+    use_pack_data(data_dir)  # before Ray starts, so its workers grade against the pack's records
     if artifacts.read_manifest(run) is None and not artifacts.count("trajectories", run_id=run):
         fail(f"run {run!r} not found in {artifacts.uri}")  # before Ray starts, which takes a while
     if not local:

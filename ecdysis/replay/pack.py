@@ -20,6 +20,7 @@ schema; its harnesses run in the replaying machine's own sandbox. Example::
 from __future__ import annotations
 
 import json
+import os
 import re
 import tarfile
 import tempfile
@@ -126,6 +127,17 @@ def pack_data_dir(store: ArtifactStore) -> str | None:
     """The folder of benchmark records an unpacked pack carries (None: it carries none; the host's data is used)."""
     folders = sorted(p for p in (Path(store.uri) / DATA_FOLDER).glob("*") if p.is_dir())
     return str(folders[0]) if folders else None
+
+
+def use_pack_data(data_dir: str | None) -> None:
+    """Make a pack's benchmark records the data of this process and the Ray workers it starts from now on (the
+    official evaluators read the benchmark's default data folder); nothing when the pack carries none."""
+    if data_dir is None:
+        return
+    from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
+
+    if Path(data_dir).name.startswith("agentbench"):
+        os.environ[DATA_ENV] = data_dir
 
 
 def _check_manifest(tar: tarfile.TarFile, member: tarfile.TarInfo, pack: Path) -> None:
