@@ -10,10 +10,14 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ecdysis.cli.common import console
 from ecdysis.records import HarnessVersion, RoundResult
 from ecdysis.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from ecdysis.replay.host import ReplayHost
 
 PACKS = Path(__file__).resolve().parent.parent / "configs" / "demo-packs"
 """Where the demo's recorded runs are shipped."""
@@ -25,12 +29,16 @@ def bundled_pack(folder: Path = PACKS) -> Path | None:
     return packs[0] if packs else None
 
 
-def replay_part(store_uri: str, pack: Path | None = None) -> str | None:
-    """Replay ``pack`` (default: :func:`bundled_pack`), print what the recorded run learned and whether the replay is
-    identical, and copy the run into the demo's store for its report; returns the run id, None when skipped."""
+def replay_part(store_uri: str, pack: Path | None = None, host: ReplayHost | None = None) -> str | None:
+    """Replay ``pack`` (default: :func:`bundled_pack`) under ``host``'s execution settings (default: this machine's
+    config defaults) with the benchmark records it carries, print what the recorded run learned and whether the
+    replay is identical, and copy the run into the demo's store for its report; returns the run id, None when
+    skipped."""
     from ecdysis.replay import NotReplayable, replay_run
     from ecdysis.replay.host import ReplayHost
     from ecdysis.replay.pack import pack_data_dir, pack_run_id, unpack_store
+
+    host = host or ReplayHost()
 
     pack = pack or bundled_pack()
     if pack is None:
@@ -53,7 +61,7 @@ def replay_part(store_uri: str, pack: Path | None = None) -> str | None:
         console.print(line, highlight=False, soft_wrap=True)
     started = time.monotonic()
     try:
-        result = replay_run(source, run_id, host=ReplayHost(data_dir=pack_data_dir(source)))
+        result = replay_run(source, run_id, host=host.model_copy(update={"data_dir": pack_data_dir(source)}))
     except (NotReplayable, ValueError, RuntimeError) as err:
         last = (str(err).strip().splitlines() or [type(err).__name__])[-1]  # a Ray error carries its traceback
         console.print(f"[yellow]the recorded run could not be replayed here:[/] {last}", highlight=False,

@@ -12,8 +12,10 @@ import pytest
 from ecdysis.cli.common import console
 from ecdysis.cli.demo_replay import bundled_pack, recorded_story, replay_part
 from ecdysis.config import parse_config
+from ecdysis.replay.host import ReplayHost
 from ecdysis.replay.pack import write_pack
 from ecdysis.store import ArtifactStore
+from ecdysis.testing.extensions import MemorySandboxConfig
 
 SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
 
@@ -41,7 +43,7 @@ def test_a_recorded_run_is_replayed_from_its_pack_alone(local_ray: dict[str, Any
 
     demo_store = tmp_path / "demo"
     with console.capture() as captured:
-        run_id = replay_part(str(demo_store), pack)
+        run_id = replay_part(str(demo_store), pack, host=ReplayHost(sandbox=MemorySandboxConfig()))
     out = captured.get()
     assert run_id == outcome.run_id
     assert "identical to the recording" in out, out
