@@ -218,7 +218,34 @@ def checked_manifest(data: Any, *, source: str) -> PackManifest:
             schema.model_validate(value)
         except ValidationError as err:
             raise _untrusted(err, source, f"{field}.") from None
+    for where, model in _model_strings(manifest):
+        if model.startswith(SCRIPTED) and not model.startswith(f"{SCRIPTED}ecdysis."):
+            raise UntrustedManifestError(
+                f"{source}: manifest field {where}: scripted model {model!r} is not one of Ecdysis's own (a pack may "
+                f"name only {SCRIPTED}ecdysis.… models: any other would import a module of this machine's choosing)")
     return manifest
+
+
+SCRIPTED = "scripted/"
+
+
+def _model_strings(manifest: PackManifest) -> list[tuple[str, str]]:
+    """Every model string a manifest names, with where: a ``scripted/<module>:<fn>`` one imports its module."""
+    found = [(f"models.{i}", m) for i, m in enumerate(manifest.models)]
+    config = manifest.config
+    roles = config.get("models") if manifest.kind == "train" else {"task": config.get("models"),
+                                                                   "user": config.get("user_model")}
+    for role, value in (roles or {}).items():
+        for i, model in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(model, str):
+                found.append((f"config.models.{role}" + (f".{i}" if isinstance(value, list) else ""), model))
+    gateway = config.get("llm") if manifest.kind == "train" else manifest.settings.get("gateway")
+    prefix = "config.llm" if manifest.kind == "train" else "settings.gateway"
+    for name, entry in ((gateway or {}).get("models") or {}).items():
+        found.append((f"{prefix}.models", name))
+        if isinstance(entry, dict) and isinstance(entry.get("model"), str):
+            found.append((f"{prefix}.models.{name}.model", entry["model"]))
+    return found
 
 
 def _untrusted(err: ValidationError, source: str, prefix: str) -> UntrustedManifestError:

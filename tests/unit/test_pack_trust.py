@@ -71,6 +71,9 @@ def test_a_narrowed_manifest_fits_the_schema_and_the_replay_runs_with_this_machi
     (lambda c: c["benchmark"].update(data_dir="/etc"), "config.benchmark: benchmark.data_dir"),
     (lambda c: c["training"]["coder"].update(binary="/bin/sh"), "config.training.coder"),
     (lambda c: c["rollouts"].update(workers=10_000), "config.rollouts.workers"),
+    (lambda c: c["models"].update(diagnoser="scripted/antigravity:fly"), "config.models.diagnoser"),
+    (lambda c: c["llm"]["models"]["local/qwen-1.5b"].update(model="scripted/os:getcwd"),
+     "config.llm.models.local/qwen-1.5b.model"),
 ])
 def test_a_pack_manifest_asking_for_an_execution_setting_is_refused_naming_it(edit: Any, field: str) -> None:
     edited = narrow_manifest(_recorded())
