@@ -23,9 +23,10 @@ ECDYSIS = str(Path(sys.executable).with_name("ecdysis"))
 @pytest.mark.mariadb
 @pytest.mark.docker
 @needs_mariadb
-def test_the_shipped_pack_replays_identically_without_the_agentbench_data(tmp_path: Path) -> None:
+def test_the_shipped_pack_replays_and_verifies_without_the_agentbench_data(tmp_path: Path) -> None:
     """As on a fresh clone: no ``$ECDYSIS_AGENTBENCH_DATA`` folder and no ``shared/agentbench`` beside the working
-    directory. The demo's own path (``replay_part``) replays it and copies the run into the demo's store."""
+    directory. The demo's own path (``replay_part``) replays it and copies the run into the demo's store, and
+    ``ecdysis verify PACK`` re-grades it with AgentBench's rules on the records it carries."""
     code = ("from ecdysis.cli.demo_replay import replay_part\n"
             f"print('RESULT', replay_part({str(tmp_path / 'demo')!r}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=tmp_path,
@@ -33,6 +34,12 @@ def test_the_shipped_pack_replays_identically_without_the_agentbench_data(tmp_pa
     out = done.stdout + done.stderr
     assert "identical to the recording" in out and "NOT identical" not in out, out[-3000:]
     assert "RESULT dbbench-qwen-" in out, out[-3000:]
+    pack = bundled_pack()
+    assert pack is not None
+    verified = subprocess.run([ECDYSIS, "verify", str(pack), "--local"], capture_output=True, text=True, timeout=600,
+                              cwd=tmp_path, env={**os.environ, "ECDYSIS_AGENTBENCH_DATA": str(tmp_path / "no-data")})
+    out = verified.stdout + verified.stderr
+    assert verified.returncode == 0 and "all 20 trajectories agree" in out, out[-3000:]  # graded on its own records
 
 
 def test_the_shipped_pack_carries_its_runs_records_with_their_licence_and_nothing_loose() -> None:
