@@ -7,11 +7,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
+DEMO_STAMP := $(VENV)/.ecdysis-demo.stamp
+LOCAL_STAMP := $(VENV)/.ecdysis-local-runtime.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup host-packages coding-agents test test-fast lint demo study bench sandbox-ready cluster-test cluster-bench
+.PHONY: setup host-packages coding-agents local-runtime test test-fast lint demo study bench sandbox-ready cluster-test cluster-bench
 
-# Host packages first (the venv and the llama-cpp build need them); each step checks before it installs.
+# Host packages first (the venv and the local-model runtime's build need them); each step checks before it installs.
 setup: host-packages $(SETUP_STAMP) coding-agents
 
 host-packages:
@@ -26,6 +28,19 @@ $(PY):
 
 $(SETUP_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[tau2,agentbench,dev,bench,mlflow]'
+	touch $@
+
+# What `make demo` needs and no more: the package with its benchmarks (no dev tools, no local-model runtime).
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[tau2,agentbench]'
+	touch $@
+
+# The local-model runtime (llama-cpp-python, llama.cpp's llama-server, SmolLM2), compiled once into
+# ~/.cache/ecdysis: the tests, a study and the bench need it; the demo does not (a live local round builds it on
+# first use).
+local-runtime: $(LOCAL_STAMP)
+
+$(LOCAL_STAMP): $(SETUP_STAMP)
 	$(PY) -m ecdysis.llm.local_setup
 	touch $@
 
@@ -34,7 +49,7 @@ sandbox-ready:
 	bash sandbox/build-base-image.sh
 
 # pytest exits 5 when it collects no tests: that is a failure here, and said so.
-test: setup sandbox-ready
+test: setup sandbox-ready local-runtime
 	@rc=0; $(PY) -m pytest -q $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 	exit $$rc
@@ -51,18 +66,18 @@ lint: setup
 	$(VENV)/bin/ruff check ecdysis perf tests
 	$(VENV)/bin/mypy ecdysis perf
 
-demo: setup sandbox-ready
+demo: host-packages $(DEMO_STAMP) sandbox-ready
 	$(VENV)/bin/ecdysis demo
 
 # `make study STUDY=path/to/study.yaml [OUT=STUDY.md]`: the paper's configurations on one split (ecdysis/study);
 # rerun it to resume after a kill: finished runs are skipped, and a finished study calls no model.
 STUDY ?= ecdysis/configs/study-dbbench-qwen.yaml
 OUT ?= STUDY.md
-study: setup sandbox-ready
+study: setup sandbox-ready local-runtime
 	$(VENV)/bin/ecdysis study $(STUDY) --out $(OUT)
 
 # Sections 5 and 6 (and the OS half of 8) need the Docker engine and the sandbox image.
-bench: setup sandbox-ready
+bench: setup sandbox-ready local-runtime
 	$(PY) -m perf
 
 # The multi-node cluster in containers (cluster/local-cluster.sh): builds the node and S3 images, brings the cluster

@@ -1,18 +1,23 @@
 """The demo's recorded real-model part: a training run of a real model, shipped as a replay pack
 (``ecdysis/configs/demo-packs/*.pack.tar.gz``, written by ``ecdysis pack``), re-run from its response cache with no
 model server (:mod:`ecdysis.replay`): its rounds and accepted edits are printed, and the replay is checked identical
-to the recording. The pack is the best learning result of the committed study (``STUDY.md``); a machine without what
-its benchmark needs (the AgentBench data, MariaDB) is told so and the part is skipped."""
+to the recording. The pack is the best learning result of the committed study (``STUDY.md``) and carries the
+benchmark records its run used, so no AgentBench checkout is needed; a machine without what the benchmark needs
+(MariaDB) is told so and the part is skipped."""
 
 from __future__ import annotations
 
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ecdysis.cli.common import console
 from ecdysis.records import HarnessVersion, RoundResult
 from ecdysis.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from ecdysis.replay.host import ReplayHost
 
 PACKS = Path(__file__).resolve().parent.parent / "configs" / "demo-packs"
 """Where the demo's recorded runs are shipped."""
@@ -24,18 +29,27 @@ def bundled_pack(folder: Path = PACKS) -> Path | None:
     return packs[0] if packs else None
 
 
-def replay_part(store_uri: str, pack: Path | None = None) -> str | None:
-    """Replay ``pack`` (default: :func:`bundled_pack`), print what the recorded run learned and whether the replay is
-    identical, and copy the run into the demo's store for its report; returns the run id, None when skipped."""
+def replay_part(store_uri: str, pack: Path | None = None, host: ReplayHost | None = None) -> str | None:
+    """Replay ``pack`` (default: :func:`bundled_pack`) under ``host``'s execution settings (default: this machine's
+    config defaults) with the benchmark records it carries, print what the recorded run learned and whether the
+    replay is identical, and copy the run into the demo's store for its report; returns the run id, None when
+    skipped."""
     from ecdysis.replay import NotReplayable, replay_run
-    from ecdysis.replay.pack import pack_run_id, unpack_store
+    from ecdysis.replay.host import ReplayHost
+    from ecdysis.replay.pack import pack_data_dir, pack_run_id, unpack_store
+
+    host = host or ReplayHost()
 
     pack = pack or bundled_pack()
     if pack is None:
         console.print("no recorded real-model run is shipped with this checkout: skipped", highlight=False)
         return None
     run_id = pack_run_id(pack)
-    source = unpack_store(pack, Path(tempfile.mkdtemp(prefix="ecdysis-demo-pack-")))
+    try:
+        source = unpack_store(pack, Path(tempfile.mkdtemp(prefix="ecdysis-demo-pack-")))
+    except NotReplayable as err:
+        console.print(f"[yellow]the recorded run could not be replayed here:[/] {err}", highlight=False, soft_wrap=True)
+        return None
     manifest = source.read_manifest(run_id)
     assert manifest is not None  # pack_run_id found its manifest
     console.rule(f"[bold]2. a real model, recorded: {', '.join(manifest.models)} on {_benchmark(manifest.config)}, "
@@ -47,7 +61,7 @@ def replay_part(store_uri: str, pack: Path | None = None) -> str | None:
         console.print(line, highlight=False, soft_wrap=True)
     started = time.monotonic()
     try:
-        result = replay_run(source, run_id)
+        result = replay_run(source, run_id, host=host.model_copy(update={"data_dir": pack_data_dir(source)}))
     except (NotReplayable, ValueError, RuntimeError) as err:
         last = (str(err).strip().splitlines() or [type(err).__name__])[-1]  # a Ray error carries its traceback
         console.print(f"[yellow]the recorded run could not be replayed here:[/] {last}", highlight=False,

@@ -6,13 +6,16 @@ pack (:mod:`ecdysis.replay.pack`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
 from ecdysis.store import ArtifactStore, StoreError
+
+if TYPE_CHECKING:
+    from ecdysis.replay.host import ReplayHost
 
 
 def register(app: typer.Typer) -> None:
@@ -48,7 +51,7 @@ def export(run: Annotated[str, typer.Argument(help="Run id.")],
     console.print(f"{len(paths)} results file(s) written to {out}", highlight=False)
 
 
-def verify(run: Annotated[str, typer.Argument(help="Run id.")],
+def verify(run: Annotated[str, typer.Argument(help="Run id, or a replay pack (a .tar.gz file).")],
            sample: Annotated[int | None, typer.Option("--sample", help="Re-grade this many trajectories, drawn "
                                                       "with --seed (default: all).")] = None,
            seed: Annotated[int, typer.Option("--seed", help="Seed of the --sample draw.")] = 0,
@@ -58,10 +61,17 @@ def verify(run: Annotated[str, typer.Argument(help="Run id.")],
                                                            "a local Ray).")] = None,
            store: StoreOption = DEFAULT_STORE) -> None:
     """Re-grade a run's trajectories with the benchmark's official evaluator (τ²'s ``evaluate_simulation``) in
-    parallel on Ray, print the agreement per domain, record it in the store; exit 1 on any disagreement."""
+    parallel on Ray, print the agreement per domain, record it in the store; exit 1 on any disagreement. A pack is
+    graded against the benchmark records it carries (checked against the pinned upstream records)."""
+    from ecdysis.replay import NotReplayable
+    from ecdysis.replay.pack import use_pack_data
     from ecdysis.verification import verify_run
 
-    artifacts = open_store(store)
+    try:
+        artifacts, run, data_dir = _replay_source(run, store)
+    except (StoreError, NotReplayable) as err:
+        fail(str(err))
+    use_pack_data(data_dir)  # before Ray starts, so its workers grade against the pack's records
     if artifacts.read_manifest(run) is None and not artifacts.count("trajectories", run_id=run):
         fail(f"run {run!r} not found in {artifacts.uri}")  # before Ray starts, which takes a while
     if not local:
@@ -92,16 +102,29 @@ def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train o
                                                    "temporary folder); must be empty of this run.")] = None,
            ray_address: Annotated[str | None, typer.Option("--ray-address", help="Join this Ray cluster (default: "
                                                            "a local Ray).")] = None,
+           sandbox: Annotated[str | None, typer.Option("--sandbox", help="The sandbox the replayed harnesses run in "
+                                                       "(`ecdysis list sandbox`; default: --config's, else auto). "
+                                                       "Never the recorded run's.")] = None,
+           config: Annotated[Path | None, typer.Option("--config", help="A run config of this machine whose "
+                                                       "execution settings the replay uses (sandbox, Ray, workers, "
+                                                       "coder binaries, data folder); its run choices are "
+                                                       "ignored.")] = None,
            store: StoreOption = DEFAULT_STORE) -> None:
     """Re-run a finished run (from a store, or from a replay pack) from its response cache, with no provider call,
     and check that every trajectory, grade, failure record, specification, harness hash and metric is identical;
-    exit 1 on a cache miss (named) or on the first difference of each check."""
+    exit 1 on a cache miss (named) or on the first difference of each check. The replay runs under this machine's
+    execution settings, never the run's; a pack is untrusted input, refused unless its manifest fits the pack
+    schema, and its harnesses are hostile code run in this machine's sandbox."""
+    from ecdysis.config import ConfigError
     from ecdysis.replay import NotReplayable, replay_run
 
     try:
-        source, run = _replay_source(run, store)
-        result = replay_run(source, run, out_uri=out, ray_address=ray_address)
-    except (StoreError, NotReplayable, ValueError) as err:
+        host = _replay_host(config, sandbox)
+        source, run, data_dir = _replay_source(run, store)
+        if data_dir is not None:
+            host = host.model_copy(update={"data_dir": data_dir})
+        result = replay_run(source, run, out_uri=out, ray_address=ray_address, host=host)
+    except (StoreError, NotReplayable, ConfigError, ValueError) as err:
         fail(str(err))
     console.print(f"replayed {result.kind} run {run}: {result.trajectories} trajectories, records in "
                   f"{result.replay_store}", highlight=False, soft_wrap=True)
@@ -119,17 +142,34 @@ def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train o
                   "LLM calls per role (times and provider charges are not replayed)", highlight=False)
 
 
-def _replay_source(run: str, store: str) -> tuple[ArtifactStore, str]:
-    """The store and run id to replay: a pack file unpacked into a new temporary folder, else ``run`` in ``store``."""
+def _replay_host(config: Path | None, sandbox: str | None) -> ReplayHost:
+    """This machine's execution settings for a replay: ``--config``'s (else the config defaults), ``--sandbox`` on
+    top."""
+    from ecdysis.config import load_config
+    from ecdysis.extensions import names, validate_section
+    from ecdysis.replay.host import ReplayHost
+    from ecdysis.sandbox import SandboxSection
+
+    host = ReplayHost.of(load_config(config)) if config is not None else ReplayHost()
+    if sandbox is not None:
+        if sandbox not in names("sandbox"):
+            raise ValueError(f"--sandbox must be one of {', '.join(names('sandbox'))}, not {sandbox!r}")
+        host = host.model_copy(update={"sandbox": validate_section("sandbox", SandboxSection, sandbox)})
+    return host
+
+
+def _replay_source(run: str, store: str) -> tuple[ArtifactStore, str, str | None]:
+    """The store and run id to replay, and the benchmark records it carries: a pack file unpacked into a new
+    temporary folder (with its records, if any), else ``run`` in ``store`` (the host's data)."""
     import tempfile
 
-    from ecdysis.replay.pack import pack_run_id, unpack_store
+    from ecdysis.replay.pack import pack_data_dir, pack_run_id, unpack_store
 
     path = Path(run)
     if not path.is_file():
-        return open_store(store), run
+        return open_store(store), run, None
     source = unpack_store(path, Path(tempfile.mkdtemp(prefix="ecdysis-pack-")))
-    return source, pack_run_id(path)
+    return source, pack_run_id(path), pack_data_dir(source)
 
 
 def pack(run: Annotated[str, typer.Argument(help="Run id of a finished train or eval run.")],

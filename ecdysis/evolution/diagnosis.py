@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ecdysis.evolution.aggregation import Aggregator
 from ecdysis.evolution.evidence import Evidence, EvidenceOverBudget, entry_cap, needs_summary, pack
 from ecdysis.evolution.failures import trim_for_context
@@ -29,6 +31,8 @@ from ecdysis.evolution.grouping import group_failures
 from ecdysis.evolution.prompts import render
 from ecdysis.evolution.support import with_checked_support
 from ecdysis.harness import harness_source
+from ecdysis.llm.errors import StructuredOutputError
+from ecdysis.llm.structured import problem
 from ecdysis.protocols import LLMClient
 from ecdysis.records import FailureRecord, ModificationSpec, Role, SpecReply, stable_hash
 
@@ -155,3 +159,13 @@ class SequentialDiagnoser(PromptDiagnoser):
 
     template = "diagnose_single"
     method = "se"
+
+
+def diagnosis_problem(exc: Exception) -> str:
+    """Why a diagnosis failed, in one plain sentence for the round's note: a model that never wrote a valid
+    specification names the field and what was wrong with it; no pydantic report, traceback or link."""
+    if isinstance(exc, StructuredOutputError):
+        return " ".join(str(exc).split())
+    if isinstance(exc, ValidationError):
+        return f"the specification did not validate: {problem(exc)}"
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

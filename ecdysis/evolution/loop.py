@@ -50,6 +50,7 @@ from ecdysis.evolution.checkpoints import (
     RunStarted,
     StopHook,
 )
+from ecdysis.evolution.diagnosis import diagnosis_problem
 from ecdysis.evolution.evaluator import EvaluationBatch, Evaluator, HarnessRef
 from ecdysis.evolution.failures import failures_from
 from ecdysis.evolution.methods import method
@@ -264,7 +265,7 @@ class TrainingLoop:
                 except Fatal:
                     raise
                 except Exception as exc:
-                    spec, error = None, f"diagnosis failed: {type(exc).__name__}: {exc}"
+                    spec, error = None, f"diagnosis failed: {diagnosis_problem(exc)}"
                 step = Diagnosed(spec=spec, error=error, stats=meter.stop(mark))
                 self._emit_end(round_, Phase.DIAGNOSIS, step.stats, index + 1, len(requests), error)
                 if spec is not None:

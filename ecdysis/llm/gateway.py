@@ -117,19 +117,20 @@ class Gateway:
         conversation = [*messages, {"role": "user", "content": structured.instruction(schema)}]
         params: dict[str, Any] = {"response_format": self._json_mode(model, schema)} if self._supports_json_mode(
             model) else {}
-        last_error, last_reply = "", None
+        last_error, last_reply, reask = "", None, ""
         for _ in range(max_attempts):
             completion = self.complete(model, conversation, role=role, context=context, **params)
             try:
                 return structured.parse(completion.content, schema)
             except (ValueError, ValidationError) as exc:
-                last_error, last_reply = str(exc), completion.content
+                last_error, last_reply = structured.problem(exc), completion.content
+                # The re-ask keeps the whole report: it is part of the next call's cache key (recorded runs replay).
+                reask = structured.reask(str(exc))
             conversation += [{"role": "assistant", "content": completion.content or ""},
-                             {"role": "user", "content": structured.reask(last_error)}]
+                             {"role": "user", "content": reask}]
         raise StructuredOutputError(
-            f"{model} gave no valid {structured.schema_name(schema)} in {max_attempts} attempts; "
-            f"last error: {last_error}",
-            attempts=max_attempts, last_error=last_error, last_reply=last_reply)
+            f"{model} gave no valid {structured.schema_name(schema)} in {max_attempts} attempts: in its last reply "
+            f"{last_error}", attempts=max_attempts, last_error=last_error, last_reply=last_reply)
 
     # ---- accounting ---------------------------------------------------------------------------------------------
     def usage(self, run_id: str | None = None) -> Usage:

@@ -163,6 +163,22 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
+def _build_llama_server() -> Path | None:
+    """llama.cpp's ``llama-server``, built once on first use (said before it starts); None where it cannot be built
+    (the caller falls back to llama-cpp-python's server, or names the failure)."""
+    from ecdysis.llm.llama_build import LlamaBuildError, ensure_built
+
+    print("building llama.cpp's llama-server for the local model, once (5-13 min on 2 cores; cached in "
+          "~/.cache/ecdysis)", file=sys.stderr, flush=True)
+    try:
+        return ensure_built()
+    except LlamaBuildError as err:
+        last = (str(err).strip().splitlines() or ["failed"])[0]
+        print(f"llama-server could not be built ({last}); serving with llama-cpp-python instead", file=sys.stderr,
+              flush=True)
+        return None
+
+
 def served_slots(api_base: str, *, timeout_s: float = 2.0) -> int | None:
     """The slots of the llama-server at ``api_base`` (its ``/props``), or None when it does not say (another server,
     not answering)."""
@@ -286,23 +302,29 @@ class LocalModelServer:
         # llama-cpp-python (SmolLM2's own template offers no tools, and on it the model answered in prose).
         wanted = self.engine == LLAMA_SERVER or (self.engine == "auto" and self.chat_format is None)
         binary = cached_binary("llama-server") if wanted else None
+        if wanted and binary is None:
+            binary = _build_llama_server()
         if binary is not None:
             self.engine_used = LLAMA_SERVER
             self.engine_note = f"llama-server with {self.parallel} slots of {self.n_ctx} tokens ({binary})"
             return binary
         if self.engine == LLAMA_SERVER:
-            raise LocalServerError("llama-server is not built: run `python -m ecdysis.llm.local_setup --no-runtime "
-                                   "--no-model`")
+            raise LocalServerError("llama-server could not be built: run `python -m ecdysis.llm.local_setup "
+                                   "--no-runtime --no-model` to see why")
         if not llama_cpp_available():
-            raise LocalServerError("llama_cpp is not installed: run `python -m ecdysis.llm.local_setup` "
-                                   "(or install the `local` extra)")
+            from ecdysis.llm.local_setup import ensure_runtime
+
+            try:
+                ensure_runtime()  # built once on first use, cached in ~/.cache/ecdysis
+            except RuntimeError as err:
+                raise LocalServerError(str(err)) from None
         self.engine_used = LLAMA_CPP_PYTHON
         if self.engine == LLAMA_CPP_PYTHON:
             why = "asked for"
         elif not wanted:
             why = f"chat format {self.chat_format!r} is llama-cpp-python's own"
         else:
-            why = "llama-server is not built (python -m ecdysis.llm.local_setup builds it)"
+            why = "llama-server could not be built (python -m ecdysis.llm.local_setup says why)"
         self.engine_note = f"llama-cpp-python's server, one request at a time: {why}"
         return None
 

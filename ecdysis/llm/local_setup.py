@@ -1,5 +1,9 @@
 """Install the optional local-model runtime (llama-cpp-python) and fetch the default GGUF model.
 
+Nothing installs it up front for the demo: a live local round, a study with ``local/`` models and the tests need it,
+and :class:`~ecdysis.llm.local_server.LocalModelServer` builds what it is missing on first use (``make test``,
+``make study`` and ``make bench`` run this module first, as ``make local-runtime``).
+
 llama-cpp-python compiles from source (several minutes), so its wheel is built once into
 ``~/.cache/ecdysis/wheels`` and installed from there afterwards::
 
@@ -64,6 +68,27 @@ def install_runtime() -> Path:
     wheel = cached_wheel() or build_wheel()
     _pip("install", f"{wheel}[server]")
     return wheel
+
+
+def ensure_runtime() -> None:
+    """Install llama-cpp-python on first use (from the cached wheel; compiled into it first when there is none, about
+    8 minutes on 2 cores, said before it starts). ``make setup`` no longer does this: only a live local round, a
+    study with local models and the tests need it (``make test`` and ``make study`` run ``make local-runtime``).
+    Raises ``RuntimeError`` naming the command to run by hand when it fails."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is not None:
+        return
+    if cached_wheel() is None:
+        print(f"building llama-cpp-python {LLAMA_CPP_VERSION} for the local model, once (about 8 min on 2 cores; "
+              f"cached in {WHEEL_DIR})", file=sys.stderr, flush=True)
+    try:
+        install_runtime()
+    except (subprocess.CalledProcessError, OSError, RuntimeError) as err:
+        raise RuntimeError(f"could not install llama-cpp-python ({err}): run `python -m ecdysis.llm.local_setup` to "
+                           "see why (it needs a C/C++ compiler and cmake: sandbox/ensure-host-packages.sh)") from None
+    importlib.invalidate_caches()
 
 
 def fetch_smollm2() -> Path:

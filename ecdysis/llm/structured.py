@@ -6,7 +6,7 @@ import json
 import re
 from typing import TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -51,3 +51,23 @@ def extract_json(text: str | None) -> str:
 def parse(text: str | None, schema: type[T]) -> T:
     """A validated ``schema`` instance from ``text``; raises ``ValueError`` (or ``ValidationError``) naming why."""
     return schema.model_validate_json(extract_json(text))
+
+
+def problem(exc: Exception) -> str:
+    """What was wrong with a reply, in one plain sentence: the first invalid field and why (a count of the others),
+    or why no JSON could be read; never pydantic's multi-line report or its documentation link."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        if not errors:
+            return "the reply did not validate"
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"])
+        message = " ".join(str(first["msg"]).removeprefix("Value error, ").split())
+        if first["type"] == "missing":
+            message = "is missing"
+        elif first["type"] == "extra_forbidden":
+            message = "is not a field of the schema"
+        sentence = f"field {where} {message}" if where else message
+        others = len(errors) - 1
+        return sentence + (f" (and {others} more problem{'s' if others > 1 else ''})" if others else "")
+    return " ".join(str(exc).split())

@@ -1,30 +1,46 @@
 """Replay packs: one finished run as a self-contained ``.tar.gz`` that ``ecdysis replay`` re-runs with no model.
 
-A pack holds the run's manifest, every dataset file of the run (byte for byte), its per-run objects (checkpoints,
-FDCR turns, verification), the bundles of every harness it ran, and exactly the response-cache entries its calls
-used (``llm_calls.cache_key``). Unpacked, it is an ordinary store folder: :func:`~ecdysis.replay.rerun.replay_run`
-replays it and checks that every trajectory, grade, record, harness hash and metric comes out identical. The demo
-ships one, so the real-model result it shows is reproduced on a machine that has never served the model. Example::
+A pack holds the run's manifest (narrowed to the run's own choices, :mod:`ecdysis.replay.manifest`), every other
+dataset file of the run (byte for byte), its per-run objects (checkpoints, FDCR turns, verification), the bundles of
+every harness it ran, exactly the response-cache entries its calls used (``llm_calls.cache_key``), and the benchmark
+records its tasks came from where the benchmark's data is not part of an installed package (AgentBench's, with its
+licence, under ``benchmark-data/<benchmark>/``). Unpacked, it is an ordinary store folder:
+:func:`~ecdysis.replay.rerun.replay_run` replays it and checks that every trajectory, grade, record, harness hash and
+metric comes out identical. The demo ships one, so the real-model result it shows is reproduced on a machine that has
+never served the model and has no benchmark checkout.
+
+A pack is untrusted input: it is unpacked only if it holds nothing but these parts and its manifest fits the narrow
+schema; its harnesses run in the replaying machine's own sandbox. Example::
 
     summary = write_pack(ArtifactStore("./runs"), "run-abc", Path("run-abc.pack.tar.gz"))
     store = unpack_store(Path("run-abc.pack.tar.gz"), Path("/tmp/unpacked"))
+    replay_run(store, "run-abc", host=ReplayHost(data_dir=pack_data_dir(store)))
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import tarfile
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from pydantic import BaseModel
 
 from ecdysis.harness.blobs import HarnessBlobs
+from ecdysis.records import RunManifest
+from ecdysis.replay.manifest import UntrustedManifestError, checked_manifest, narrow_manifest
 from ecdysis.replay.rerun import NotReplayable
 from ecdysis.store import ArtifactStore
 
 CACHE_NAMESPACE = "llm_cache"
 RUN_OBJECT_NAMESPACES = ("checkpoints", "fdcr", "verifications", "tracking")
 """Namespaces whose objects are keyed by run id (``<run_id>`` or ``<run_id>/...``)."""
+DATA_FOLDER = "benchmark-data"
+"""Where a pack keeps the benchmark records its run used, one folder per benchmark."""
+_SEGMENT = re.compile(r"^[A-Za-z0-9_=.-]+$")
 
 
 class PackSummary(BaseModel):
@@ -65,6 +81,8 @@ def write_pack(store: ArtifactStore, run_id: str, out: Path) -> PackSummary:
             if data is None:
                 raise NotReplayable(f"run {run_id!r}: response {key[:16]} is named by a call but not in the cache")
             packed.put_object(CACHE_NAMESPACE, key, data)
+        packed.write_manifest(RunManifest.model_validate(narrow_manifest(manifest.model_dump(mode="json"))))
+        _pack_records(manifest, Path(folder) / DATA_FOLDER)
         hashes = _harness_hashes(store, run_id)
         for digest in hashes:
             blob = store.get_object(HarnessBlobs.NAMESPACE, digest)
@@ -84,7 +102,8 @@ def write_pack(store: ArtifactStore, run_id: str, out: Path) -> PackSummary:
 
 
 def unpack_store(pack: Path, into: Path) -> ArtifactStore:
-    """The store a pack holds, extracted into the folder ``into`` (regular files only, none outside it)."""
+    """The store a pack holds, extracted into the folder ``into``: regular files only, none outside it, each where
+    a pack's part goes, and a manifest that fits the pack schema; else :class:`NotReplayable` naming what is wrong."""
     into.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(pack, "r:gz") as tar:
@@ -92,10 +111,83 @@ def unpack_store(pack: Path, into: Path) -> ArtifactStore:
             for member in members:
                 if not member.isfile() or member.name.startswith(("/", "..")) or "/../" in f"/{member.name}/":
                     raise NotReplayable(f"{pack}: {member.name!r} is not a plain file inside the pack")
+                if not _admitted(member.name):
+                    raise NotReplayable(f"{pack}: {member.name!r} is not a part a replay pack holds")
+            manifests = [m for m in members if m.name.startswith("manifests/")]
+            if len(manifests) != 1:
+                raise NotReplayable(f"{pack} holds {len(manifests)} run manifests, not one")
+            _check_manifest(tar, manifests[0], pack)
             tar.extractall(into, members=members, filter="data")
     except (tarfile.TarError, OSError, EOFError) as err:
         raise NotReplayable(f"{pack} is not a readable replay pack: {err}") from None
     return ArtifactStore(str(into.resolve()))
+
+
+def pack_data_dir(store: ArtifactStore) -> str | None:
+    """The folder of benchmark records an unpacked pack carries (None: it carries none; the host's data is used)."""
+    folders = sorted(p for p in (Path(store.uri) / DATA_FOLDER).glob("*") if p.is_dir())
+    return str(folders[0]) if folders else None
+
+
+def use_pack_data(data_dir: str | None) -> None:
+    """Make a pack's benchmark records the data of this process and the Ray workers it starts from now on (the
+    official evaluators read the benchmark's default data folder); nothing when the pack carries none."""
+    if data_dir is None:
+        return
+    from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
+
+    if Path(data_dir).name.startswith("agentbench"):
+        os.environ[DATA_ENV] = data_dir
+
+
+def _check_manifest(tar: tarfile.TarFile, member: tarfile.TarInfo, pack: Path) -> None:
+    handle = tar.extractfile(member)
+    try:
+        data: Any = json.loads(handle.read() if handle else b"")
+    except ValueError as err:
+        raise NotReplayable(f"{pack}: {member.name} is not JSON: {err}") from None
+    try:
+        recorded = checked_manifest(data, source=str(pack))
+    except UntrustedManifestError as err:
+        raise NotReplayable(str(err)) from None
+    if member.name != f"manifests/{recorded.run_id}.json":
+        raise NotReplayable(f"{pack}: {member.name} holds the manifest of run {recorded.run_id}")
+
+
+def _admitted(name: str) -> bool:
+    """Whether a pack member is where one of a pack's parts goes (datasets, manifest, objects, blobs, records)."""
+    from ecdysis.schemas import DATASETS
+
+    parts = PurePosixPath(name).parts
+    if not parts or not all(_SEGMENT.match(part) and part not in (".", "..") for part in parts):
+        return False
+    top = parts[0]
+    if top in DATASETS:
+        return name.endswith(".parquet")
+    if top == "manifests":
+        return len(parts) == 2 and name.endswith(".json")
+    if top == "objects":
+        return len(parts) >= 3 and parts[1] in (CACHE_NAMESPACE, HarnessBlobs.NAMESPACE, *RUN_OBJECT_NAMESPACES)
+    if top == "blobs":
+        return len(parts) == 4 and parts[1] == "sha256"
+    return top == DATA_FOLDER and len(parts) >= 3
+
+
+def _pack_records(manifest: RunManifest, folder: Path) -> None:
+    """The records of the run's tasks, for each benchmark whose data a replay could lack (AgentBench's)."""
+    from pydantic import TypeAdapter
+
+    from ecdysis.benchmarks import BenchmarkConfig, build
+
+    section = manifest.config.get("benchmark")
+    if not isinstance(section, dict):
+        return
+    benchmark = build(TypeAdapter(BenchmarkConfig).validate_python(section))
+    pack_records = getattr(benchmark, "pack_records", None)
+    if pack_records is None:  # its data ships with an installed package (τ²'s), or it has none
+        return
+    ids = [t.task_id for t in manifest.tasks if t.benchmark == benchmark.name]
+    pack_records(ids, folder / benchmark.name)
 
 
 def pack_run_id(pack: Path) -> str:

@@ -1,7 +1,9 @@
 """Re-running a finished run from its response cache, into a separate store, with no provider call.
 
-The replay keeps the run id, so every derived id (trajectories, failure records, specifications) and therefore every
-prompt is the original's. Its gateway is in replay mode (``GatewayConfig.replay_from``): each call is answered from
+The replay runs under this machine's own execution settings (:class:`~ecdysis.replay.host.ReplayHost`): of the
+run's manifest it takes only the run's choices, validated by :mod:`ecdysis.replay.manifest`. The replay keeps the
+run id, so every derived id (trajectories, failure records, specifications) and therefore every prompt is the
+original's. Its gateway is in replay mode (``GatewayConfig.replay_from``): each call is answered from
 the original store's response cache, and a call that cache does not hold is a ``CacheMiss`` that is recorded, in the
 replay's ``llm_calls``, with what it was. The original store is only read.
 """
@@ -9,12 +11,13 @@ replay's ``llm_calls``, with what it was. The original store is only read.
 from __future__ import annotations
 
 import tempfile
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ecdysis.records import RunManifest, Trajectory
 from ecdysis.replay.compare import compare_runs
+from ecdysis.replay.host import ReplayHost
+from ecdysis.replay.manifest import PackManifest, UntrustedManifestError, checked_manifest, narrow_manifest
 from ecdysis.store import ArtifactStore
 
 
@@ -44,10 +47,12 @@ class NotReplayable(ValueError):
     """The run cannot be replayed (unknown, unfinished, or stored without what a replay needs)."""
 
 
-def replay_run(store: ArtifactStore, run_id: str, *, out_uri: str | None = None,
-               ray_address: str | None = None) -> ReplayResult:
-    """Re-run ``run_id`` from ``store``'s response cache into ``out_uri`` (default: a new temporary folder) and
-    compare everything a replay can reproduce (see :mod:`ecdysis.replay.compare`)."""
+def replay_run(store: ArtifactStore, run_id: str, *, out_uri: str | None = None, ray_address: str | None = None,
+               host: ReplayHost | None = None) -> ReplayResult:
+    """Re-run ``run_id`` from ``store``'s response cache into ``out_uri`` (default: a new temporary folder) under
+    ``host``'s execution settings (default: this machine's config defaults) and compare everything a replay can
+    reproduce (see :mod:`ecdysis.replay.compare`)."""
+    host = host or ReplayHost()
     manifest = store.read_manifest(run_id)
     if manifest is None:
         raise NotReplayable(f"run {run_id!r} not found in {store.uri}")
@@ -58,11 +63,15 @@ def replay_run(store: ArtifactStore, run_id: str, *, out_uri: str | None = None,
         raise NotReplayable("the replay needs its own store: --out must differ from the run's store")
     if out.read_manifest(run_id) is not None:
         raise NotReplayable(f"{out.uri} already holds run {run_id!r}: give an empty --out")
+    try:
+        recorded = checked_manifest(narrow_manifest(manifest.model_dump(mode="json")), source=store.uri)
+    except UntrustedManifestError as err:
+        raise NotReplayable(str(err)) from None
     original: list[Trajectory] = store.read("trajectories", run_id=run_id)
     if manifest.kind == "train":
-        _rerun_train(manifest, store, out, original, ray_address)
+        _rerun_train(recorded, host, store, out, original, ray_address)
     else:
-        _rerun_eval(manifest, store, out, original, ray_address)
+        _rerun_eval(recorded, host, store, out, original, ray_address)
     misses = [c.error for c in out.read("llm_calls", run_id=run_id) if c.error and c.error.startswith("CacheMiss")]
     return ReplayResult(run_id=run_id, kind=manifest.kind, replay_store=out.uri,
                         trajectories=out.count("trajectories", run_id=run_id), cache_misses=misses,
@@ -77,30 +86,23 @@ def _version_changes(manifest: RunManifest) -> list[str]:
             if now.get(name, "absent") != then]
 
 
-def _replaying(gateway: Any, store: ArtifactStore) -> Any:
-    return gateway.model_copy(update={"replay_from": store.uri})
-
-
-def _rerun_train(manifest: RunManifest, store: ArtifactStore, out: ArtifactStore, original: list[Trajectory],
-                 ray_address: str | None) -> None:
+def _rerun_train(manifest: PackManifest, host: ReplayHost, store: ArtifactStore, out: ArtifactStore,
+                 original: list[Trajectory], ray_address: str | None) -> None:
     import ray
 
-    from ecdysis.config import RunConfig
     from ecdysis.ray_env import ensure_ray
     from ecdysis.training import start_driver
 
-    cfg = RunConfig.model_validate(manifest.config)
-    # A replay is a check, not an experiment: it is not mirrored into the run's trackers.
-    cfg = cfg.model_copy(update={"llm": _replaying(cfg.llm, store), "tracking": type(cfg.tracking)(),
-                                 "storage": cfg.storage.model_copy(update={"uri": out.uri})})
+    # A replay is a check, not an experiment: it is not mirrored into any tracker (the host's config has none here).
+    cfg = host.train_config(manifest, replay_from=store.uri, out_uri=out.uri)
     ensure_ray(ray_address, num_cpus=None if ray_address else cfg.ray.num_cpus)
     driver = start_driver(cfg, method=manifest.method or cfg.training.method.type, run_id=manifest.run_id)
     heldout = any(t.phase == "eval" for t in original)
     ray.get(driver.run.remote(resume=False, evaluate_heldout=heldout))
 
 
-def _rerun_eval(manifest: RunManifest, store: ArtifactStore, out: ArtifactStore, original: list[Trajectory],
-                ray_address: str | None) -> None:
+def _rerun_eval(manifest: PackManifest, host: ReplayHost, store: ArtifactStore, out: ArtifactStore,
+                original: list[Trajectory], ray_address: str | None) -> None:
     from ecdysis.benchmarks import build
     from ecdysis.evaluation import EvalPlan, run_eval
     from ecdysis.harness import HarnessBlobs, resolve_harness
@@ -110,9 +112,13 @@ def _rerun_eval(manifest: RunManifest, store: ArtifactStore, out: ArtifactStore,
     if not manifest.settings:
         raise NotReplayable(f"eval run {manifest.run_id!r} was stored before eval runs recorded their rollout "
                             "settings; it cannot be replayed")
-    plan = EvalPlan.model_validate(manifest.config)
-    settings = RolloutSettings.model_validate(manifest.settings)
-    settings = settings.model_copy(update={"store_uri": out.uri, "gateway": _replaying(settings.gateway, store)})
+    recorded_plan, recorded_settings = manifest.eval_plan()
+    plan = EvalPlan.model_validate({**recorded_plan.model_dump(mode="json", exclude_unset=True),
+                                    "benchmark": host.benchmark(recorded_plan.benchmark)})
+    settings = RolloutSettings.model_validate({
+        **recorded_settings.model_dump(mode="json", exclude_unset=True, exclude={"gateway"}),
+        "gateway": host.gateway(recorded_settings.gateway, replay_from=store.uri), "sandbox": host.sandbox,
+        "store_uri": out.uri, "workers": host.workers, "worker_resources": host.worker_resources})
     evaluated = {t.harness_hash for t in original}
     seeds = build(plan.benchmark).seed_harnesses()
     for spec in plan.harnesses:

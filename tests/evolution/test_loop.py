@@ -102,7 +102,9 @@ def test_a_diagnoser_that_never_answers_rejects_the_round(make_loop: Callable[..
                                max_rounds=1)
     (round0,) = loop.run().rounds
     assert not round0.accepted and round0.note.startswith("candidate rejected: diagnosis failed")
-    assert "StructuredOutputError" in round0.note
+    assert round0.note == ("candidate rejected: diagnosis failed: scripted/ecdysis.testing.evolution:diagnoser_garbage "
+                           "gave no valid ModificationSpec in 3 attempts: in its last reply the reply "
+                           "contains no JSON object")
     assert round0.phases["diagnosis"].llm_calls == 3  # the gateway re-asked, then gave up
     assert [phase for _, _, phase in evaluate.calls] == ["base"]
 

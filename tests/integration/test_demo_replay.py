@@ -12,8 +12,10 @@ import pytest
 from ecdysis.cli.common import console
 from ecdysis.cli.demo_replay import bundled_pack, recorded_story, replay_part
 from ecdysis.config import parse_config
+from ecdysis.replay.host import ReplayHost
 from ecdysis.replay.pack import write_pack
 from ecdysis.store import ArtifactStore
+from ecdysis.testing.extensions import MemorySandboxConfig
 
 SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
 
@@ -41,7 +43,7 @@ def test_a_recorded_run_is_replayed_from_its_pack_alone(local_ray: dict[str, Any
 
     demo_store = tmp_path / "demo"
     with console.capture() as captured:
-        run_id = replay_part(str(demo_store), pack)
+        run_id = replay_part(str(demo_store), pack, host=ReplayHost(sandbox=MemorySandboxConfig()))
     out = captured.get()
     assert run_id == outcome.run_id
     assert "identical to the recording" in out, out
@@ -58,3 +60,24 @@ def test_the_shipped_pack_is_found_by_name(tmp_path: Path) -> None:
     for name in ("b.pack.tar.gz", "a.pack.tar.gz", "notes.txt"):
         (tmp_path / name).write_text("x")
     assert bundled_pack(tmp_path) == tmp_path / "a.pack.tar.gz"
+
+
+def test_a_pack_asking_for_its_own_sandbox_is_refused_in_one_line_and_the_demo_goes_on(tmp_path: Path) -> None:
+    import io
+    import json
+    import tarfile
+
+    manifest = {"run_id": "evil", "kind": "train", "status": "finished", "created_at": "2026-01-01T00:00:00Z",
+                "config": {"run_name": "evil", "benchmark": {"type": "refund-desk"}, "models": {},
+                           "sandbox": {"type": "process", "isolation": "weak", "drop_privileges": False}}}
+    pack = tmp_path / "evil.pack.tar.gz"
+    with tarfile.open(pack, "w:gz") as tar:
+        data = json.dumps(manifest).encode()
+        info = tarfile.TarInfo("manifests/evil.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with console.capture() as captured:
+        assert replay_part(str(tmp_path / "demo"), pack) is None
+    [line] = [line for line in captured.get().splitlines() if line.strip()]
+    assert line.startswith("the recorded run could not be replayed here: ") and "manifest field config.sandbox: " \
+        "not allowed in a replay pack" in line, line

@@ -6,8 +6,11 @@ The replay of ``ecdysis train scripted`` is tested beside the training runs, in 
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +49,7 @@ def test_an_eval_matrix_replays_identically_from_its_cache(matrix_run: tuple[Pat
     store, run = matrix_run
     cached_before = sorted((store / "objects" / "llm_cache").iterdir())
     out = tmp_path / "replay"
-    result = _cli("replay", run, "--out", str(out), "--store", str(store))
+    result = _cli("replay", run, "--out", str(out), "--store", str(store), "--sandbox", "process")
     assert result.exit_code == 0, result.output
     assert f"replayed eval run {run}: 8 trajectories" in result.output and "identical" in result.output
 
@@ -81,7 +84,7 @@ def test_a_call_missing_from_the_cache_fails_the_replay_and_is_named(matrix_run:
             entry.unlink()
             forgotten += 1
     assert forgotten > 0
-    result = _cli("replay", run, "--out", str(tmp_path / "replay"), "--store", str(copy))
+    result = _cli("replay", run, "--out", str(tmp_path / "replay"), "--store", str(copy), "--sandbox", "process")
     assert result.exit_code == 1, result.output
     assert "cache miss CacheMiss: user call to scripted/ecdysis.benchmarks.tau2.scripted:scripted_user" in result.output
     assert "call(s) were not in the response cache" in result.output
@@ -113,7 +116,7 @@ def test_a_pack_holds_only_its_run_and_replays_identically_anywhere(matrix_run: 
     assert f"{len(used)} responses" in result.output
     shutil.rmtree(shared)  # nothing of the original store is needed any more
 
-    replayed = _cli("replay", str(pack), "--out", str(tmp_path / "replay"))
+    replayed = _cli("replay", str(pack), "--out", str(tmp_path / "replay"), "--sandbox", "process")
     assert replayed.exit_code == 0, replayed.output
     assert f"replayed eval run {run}: 8 trajectories" in replayed.output and "identical" in replayed.output
 
@@ -134,3 +137,70 @@ def test_a_pack_needs_a_finished_run_whose_calls_name_their_responses(matrix_run
     bad.write_bytes(b"not a tar")
     result = _cli("replay", str(bad))
     assert result.exit_code == 1 and "not a readable replay pack" in result.output
+
+
+HOSTILE = '''
+from pathlib import Path
+
+def run(session):
+    try:  # an edited pack's harness: reach the replaying machine's file system
+        Path({marker!r}).write_text("reached the host")
+    except OSError:
+        pass
+    session.respond_to_user("Hi! How can I help you today?")
+    return "agent_stop"
+
+
+def selftest():
+    pass
+'''
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the allow-list process sandbox and the run-as-root attack")
+def test_a_run_asking_for_a_weak_sandbox_replays_in_this_machines_and_its_pack_is_refused(
+        tmp_path: Path, _ray_session: None) -> None:
+    """The attack of issue 50: a run whose recorded sandbox is the weak process sandbox, as root. Recorded that way
+    (the control), its harness writes a marker on the host; the replay from the store runs it in this machine's
+    sandbox (the marker stays out of the host), and a pack whose manifest asks for it is refused, naming the field."""
+    from ecdysis.evaluation import EvalPlan, run_eval
+    from ecdysis.ray_env import ensure_ray
+    from ecdysis.rollouts import RolloutSettings
+
+    ensure_ray(num_cpus=2)
+    marker = tmp_path / "host" / "marker"
+    marker.parent.mkdir()
+    harness = tmp_path / "hostile"
+    harness.mkdir()
+    (harness / "harness.py").write_text(HOSTILE.format(marker=str(marker)))
+    store = ArtifactStore(tmp_path / "runs")
+    weak = {"type": "process", "isolation": "weak", "drop_privileges": False, "private_tmp": False}
+    plan = EvalPlan(harnesses=[str(harness)], models=[GOLD], user_model=USER, task_ids=["7"], trials=1)
+    settings = RolloutSettings.model_validate({"store_uri": store.uri, "sandbox": weak, "workers": 1})
+    run, _ = run_eval(plan, store=store, settings=settings)
+    assert marker.read_text() == "reached the host"  # the control: under the recorded sandbox it reaches the host
+    marker.unlink()
+
+    result = _cli("replay", run, "--store", store.uri, "--sandbox", "process", "--out", str(tmp_path / "replay"))
+    assert result.exit_code == 0 and "identical" in result.output, result.output
+    assert not marker.exists()
+    replayed: list[Trajectory] = ArtifactStore(tmp_path / "replay").read("trajectories", run_id=run)
+    assert [t.sandbox for t in replayed] == ["process-allowlist"]  # recorded: process-weak
+    assert [t.sandbox for t in store.read("trajectories", run_id=run)] == ["process-weak"]
+
+    pack = tmp_path / "run.pack.tar.gz"
+    assert _cli("pack", run, "--store", store.uri, "--out", str(pack)).exit_code == 0
+    edited = tmp_path / "edited.pack.tar.gz"
+    with tarfile.open(pack) as src, tarfile.open(edited, "w:gz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read()  # type: ignore[union-attr]
+            if member.name.startswith("manifests/"):
+                manifest = json.loads(data)
+                manifest["settings"]["sandbox"] = weak  # what `ecdysis pack` left out, put back by hand
+                data = json.dumps(manifest).encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+    result = _cli("replay", str(edited), "--out", str(tmp_path / "replay2"))
+    assert result.exit_code == 1, result.output
+    assert "manifest field settings.sandbox: not allowed in a replay pack" in result.output
+    assert not marker.exists() and not (tmp_path / "replay2").exists()

@@ -134,7 +134,7 @@ def test_the_telecom_run_replays_identically_from_its_cache(trained: tuple[Path,
     replay gets its own answers back."""
     store_dir, run_id, _ = trained
     out = _ecdysis("replay", run_id, "--store", str(store_dir), "--out", str(tmp_path / "replay"),
-                   "--ray-address", cluster_address)
+                   "--sandbox", "process", "--ray-address", cluster_address)
     assert f"replayed train run {run_id}: 8 trajectories" in out and "identical" in out
     replayed, original = ArtifactStore(tmp_path / "replay"), ArtifactStore(store_dir)
     assert _train_run(replayed).final_harness_hash == _train_run(original).final_harness_hash

@@ -165,7 +165,8 @@ def test_a_finished_training_run_replays_identically_from_its_cache(
     run = _only_run(original)
     out = tmp_path / "replay"
     replay = subprocess.run([ECDYSIS, "replay", run.run_id, "--store", str(ref_dir), "--out", str(out),
-                             "--ray-address", cluster_address], capture_output=True, text=True, timeout=300)
+                             "--sandbox", "process", "--ray-address", cluster_address],
+                            capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert f"replayed train run {run.run_id}" in replay.stdout and "identical" in replay.stdout
 

@@ -43,11 +43,16 @@ def test_without_the_binary_auto_falls_back_and_says_why(monkeypatch: pytest.Mon
     if not llama_cpp_available():
         pytest.skip("needs llama-cpp-python, the fallback engine: `make setup` installs it")
     monkeypatch.setattr(llama_build, "BUILD_DIR", tmp_path / "not-built")
+
+    def no_compiler() -> Path:
+        raise llama_build.LlamaBuildError("cmake: not found")
+
+    monkeypatch.setattr(llama_build, "ensure_built", no_compiler)  # built on first use: here it cannot be
     fallback = LocalModelServer("smollm2", chat_format=None)
     assert fallback._choose_engine() is None
     assert fallback.engine_used == LLAMA_CPP_PYTHON and fallback.slots == 1
-    assert "llama-server is not built" in fallback.engine_note
-    with pytest.raises(LocalServerError, match="llama-server is not built: run"):
+    assert "llama-server could not be built" in fallback.engine_note
+    with pytest.raises(LocalServerError, match="llama-server could not be built: run"):
         LocalModelServer("smollm2", engine=LLAMA_SERVER)._choose_engine()
     with pytest.raises(LocalServerError, match="unknown local engine 'vllm'"):
         LocalModelServer("smollm2", engine="vllm")

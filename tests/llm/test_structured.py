@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ecdysis.llm import Gateway, StructuredOutputError
-from ecdysis.llm.structured import extract_json
+from ecdysis.llm.structured import extract_json, problem
 from ecdysis.records import Role
 
 
@@ -31,8 +32,23 @@ def test_never_valid_raises_with_the_last_error(gateway: Gateway) -> None:
     with pytest.raises(StructuredOutputError, match="3 attempts") as info:
         gateway.structured("scripted/llm_scripts:never_valid", ASK, Item, role=Role.CRITIC, max_attempts=3)
     assert info.value.attempts == 3
-    assert "count" in info.value.last_error and info.value.last_reply == '{"name": "ada"}'
+    assert info.value.last_error == "field count is missing" and info.value.last_reply == '{"name": "ada"}'
     assert gateway.usage().calls == 3
+    # One plain sentence: what was wrong, without pydantic's multi-line report or its documentation link.
+    assert str(info.value) == ("scripted/llm_scripts:never_valid gave no valid Item in 3 attempts: in its last reply "
+                               "field count is missing")
+
+
+def test_a_validation_problem_reads_as_one_sentence_naming_the_field() -> None:
+    class Spec(BaseModel):
+        kind: Literal["rule", "prompt"]
+        items: list[Item]
+
+    with pytest.raises(ValidationError) as caught:
+        Spec.model_validate_json('{"kind": "vibes", "items": [{"name": "a", "count": "x"}], "extra": 1}')
+    assert "errors.pydantic.dev" in str(caught.value)  # what a raw error would have shown
+    assert problem(caught.value) == "field kind Input should be 'rule' or 'prompt' (and 1 more problem)"
+    assert problem(ValueError("the reply contains\n no JSON object")) == "the reply contains no JSON object"
 
 
 def test_schema_and_validation_error_reach_the_model(gateway: Gateway) -> None:
@@ -45,7 +61,7 @@ def test_schema_and_validation_error_reach_the_model(gateway: Gateway) -> None:
         gateway.structured(echo, ASK, Item, role=Role.ENGINEER, max_attempts=2)
     assert second.value.last_reply is not None
     assert second.value.last_reply.startswith("echo: Your reply did not validate")
-    assert first.value.last_error in second.value.last_reply
+    assert "Field required" in second.value.last_reply  # the model gets pydantic's whole report to fix its reply
     with pytest.raises(ValueError, match="max_attempts"):
         gateway.structured(echo, ASK, Item, role=Role.CRITIC, max_attempts=0)
 

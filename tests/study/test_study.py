@@ -136,6 +136,7 @@ def test_study_runs_every_configuration_resumes_and_reruns_for_free(local_ray: d
         assert re.search(rf"- `{trained}` round 0: \d+ failures, base 0\.\d\d → candidate 1\.00, accepted", text)
     assert "| human | " not in text.split("## What training did", 1)[1].split("## How to read it")[0]
     assert "ecdysis replay RUN" in text and "ecdysis verify RUN" in text
+    assert str(tmp_path) not in text  # no path of the machine that ran it (its store is not shipped)
     assert "(STUDY.svg)" in text
     svg = (tmp_path / "report" / "STUDY.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<rect") == 1 + len(ALL_CONFIGURATIONS)

@@ -36,6 +36,7 @@ class _AgentBench:
         self.config = config
         self._lock = threading.Lock()
         self._tasks: dict[str, dict[str, Any]] | None = None
+        self._pools: dict[str, list[str]] = {}
         self._service: Any = None
 
     # -- data and tasks -----------------------------------------------------------------------------------------
@@ -52,8 +53,12 @@ class _AgentBench:
     def _by_split(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             if self._tasks is None:
-                loaded = self._load(self.data())
+                data = self.data()
+                loaded = self._load(data)
                 self._tasks = {split: {task.task_id: task for task in tasks} for split, tasks in loaded.items()}
+                # A subset (a replay pack's records) draws from the pools of the whole data, as its run did.
+                self._pools = {split: list(data.subset.pools.get(split, [])) if data.subset else list(tasks)
+                               for split, tasks in self._tasks.items()}
             return self._tasks
 
     def task(self, task_id: str) -> Any:
@@ -71,13 +76,34 @@ class _AgentBench:
             return [self._record(self.task(str(tid))) for tid in ids]
         if split not in by_split:
             raise ValueError(f"unknown split {split!r} for {self.name}; known: train (upstream's dev), test (std)")
-        pool = list(by_split[split])
+        pool = list(self._pools[split])
         if n is not None:
             if not 0 <= n <= len(pool):
                 raise ValueError(f"cannot draw n={n} tasks from the {len(pool)} of split {split} of {self.name}")
             chosen = set(random.Random(f"{self.name}:{split}:{seed}").sample(pool, n))
             pool = [tid for tid in pool if tid in chosen]
+        missing = [tid for tid in pool if tid not in by_split[split]]
+        if missing:
+            raise ValueError(f"{self.name} task {missing[0]} is not among the records of {self.data().root} (a "
+                             "replay pack carries only the records its run used)")
         return [self._record(by_split[split][tid]) for tid in pool]
+
+    def pack_records(self, task_ids: Sequence[str], folder: Path) -> None:
+        """Write the records of ``task_ids`` (and the draw's pools, and AgentBench's licence) into ``folder``: the
+        data a replay of a run on these tasks needs (:mod:`ecdysis.benchmarks.agentbench.subset`)."""
+        from ecdysis.benchmarks.agentbench.subset import write_subset
+
+        self._by_split()
+        keep: dict[str, set[int]] = {}
+        for task_id in task_ids:
+            name, index = self._location(self.task(task_id))
+            keep.setdefault(name, set()).add(index)
+        write_subset(self.data(), keep, {split: list(pool) for split, pool in self._pools.items()}, folder,
+                     prefix=f"{self.domain if self.domain == 'dbbench' else 'os_interaction'}/")
+
+    def _location(self, task: Any) -> tuple[str, int]:
+        """The data file and position of a task's record."""
+        raise NotImplementedError
 
     def _record(self, task: Any) -> Task:
         split = Split.TEST if task.split == "std" else Split.TRAIN
@@ -129,6 +155,11 @@ class AgentBenchDB(_AgentBench):
 
         return {"train": load_tasks(data, "dev"), "test": load_tasks(data, "std")}
 
+    def _location(self, task: Any) -> tuple[str, int]:
+        from ecdysis.benchmarks.agentbench.dbbench.tasks import SPLIT_FILES
+
+        return SPLIT_FILES[task.split], task.index
+
     def _new_service(self) -> Any:
         from ecdysis.benchmarks.agentbench.dbbench import DBBenchService, MariaDBServer
 
@@ -153,11 +184,16 @@ class AgentBenchOS(_AgentBench):
 
         assert isinstance(self.config, AgentBenchOSConfig)
         train = load_tasks(data, "dev")
-        if self.config.train_sample:
+        if self.config.train_sample and data.subset is not None:  # the sample is in its pool; records as kept
+            train += load_tasks(data, "train")
+        elif self.config.train_sample:
             train += load_tasks(data, "train", train_sample=self.config.train_sample,
                                 seed=self.config.selection_seed)
         return {"train": [t for t in train if t.unsupported is None],
                 "test": [t for t in load_tasks(data, "std") if t.unsupported is None]}
+
+    def _location(self, task: Any) -> tuple[str, int]:
+        return task.source, task.index
 
     def _new_service(self) -> Any:
         from ecdysis.benchmarks.agentbench.os_interaction import OSService

@@ -17,6 +17,8 @@ import os
 import threading
 from pathlib import Path
 
+from ecdysis.benchmarks.agentbench.subset import SUBSET_FILE, Subset
+
 PINNED = json.loads((Path(__file__).parent / "pinned_files.json").read_text())
 COMMIT: str = PINNED["commit"]
 DATA_ENV = "ECDYSIS_AGENTBENCH_DATA"
@@ -60,12 +62,19 @@ class AgentBenchData:
         self.root = Path(chosen).expanduser().resolve()
         if not self.root.is_dir():
             raise AgentBenchDataError(f"AgentBench data folder {self.root} does not exist")
+        self.subset: Subset | None = None
+        """Set when the folder holds only some records (a replay pack's, :mod:`.subset`): each is checked alone."""
+        if (self.root / SUBSET_FILE).is_file():
+            self.subset = Subset(self.root)
 
     def path(self, name: str) -> Path:
         """The verified file ``name`` (a key of the pinned list, e.g. ``dbbench/dev.jsonl``)."""
         entry = PINNED["files"].get(name)
         if entry is None:
             raise AgentBenchDataError(f"{name!r} is not an AgentBench file this version knows")
+        if self.subset is not None:
+            self.subset.verify(name, self.root / name)
+            return self.root / name
         for candidate in (self.root / name, self.root / entry["upstream_path"]):
             if candidate.is_file():
                 self._verify(candidate, name, entry["sha256"])

@@ -162,7 +162,9 @@ def load_tasks(data: AgentBenchData | str | os.PathLike[str], split: Split, *, t
         if isinstance(records, dict):
             records = [records]
         prefix = _id_prefix(split, name)
-        tasks += [_task(record, split, name, index, f"{prefix}-{index:05d}") for index, record in enumerate(records)]
+        # A replay pack's subset leaves out the records its run did not use as null, keeping each one's position.
+        tasks += [_task(record, split, name, index, f"{prefix}-{index:05d}") for index, record in enumerate(records)
+                  if record is not None]
     if split == "train" and train_sample is not None and train_sample < len(tasks):
         chosen = set(random.Random(seed).sample(range(len(tasks)), train_sample))
         tasks = [task for position, task in enumerate(tasks) if position in chosen]
