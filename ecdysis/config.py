@@ -92,6 +92,11 @@ class ModelsConfig(Section):
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
 
+    def by_role(self) -> list[tuple[str, str | None]]:
+        """``(role, model)`` for every role a training run calls (None where a role has no model of its own)."""
+        return [*(("task", model) for model in self.task), ("user", self.user), ("diagnoser", self.diagnoser),
+                ("aggregator", self.aggregator), ("coder", self.coder)]
+
 
 class TrainingConfig(Section):
     """How the harness is trained."""
