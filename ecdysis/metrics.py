@@ -121,6 +121,18 @@ def summarize(trajectories: Iterable[Trajectory], *, harness: str, model: str, k
     )
 
 
+def final_attempts(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+    """The last stored attempt of each episode (a store keeps every attempt of an episode retried after an
+    infrastructure fault; an evaluation's result is its last), in their first order."""
+    last: dict[tuple[object, ...], Trajectory] = {}
+    for t in trajectories:
+        key = (t.round, t.phase, t.task.benchmark, t.task.domain, t.task.task_id, t.harness_hash, t.model, t.trial,
+               t.seed)
+        if key not in last or t.attempt >= last[key].attempt:
+            last[key] = t
+    return list(last.values())
+
+
 def exclusion_causes(trajectories: Iterable[Trajectory]) -> dict[str, int]:
     """How many excluded episodes each cause accounts for, the most frequent first."""
     counts = Counter(t.exclusion_cause for t in trajectories if t.exclusion_cause is not None)

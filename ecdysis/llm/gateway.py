@@ -266,11 +266,8 @@ class Gateway:
                 self._ledger.record(self._record(ctx, role, route_.model, failed, retries=retries, error=error))
                 # The deadline ended it: the attempt was cut to the time left, or no retry could finish in time.
                 cut_off = deadline is not None and (no_time_to_retry or time.monotonic() >= deadline - 0.01)
-                classified = model_error(exc, model=route_.model, role=role.value)
-                kind = DeadlineExceeded if cut_off else ModelAccessError if classified.kind.is_users_to_fix else \
-                    LLMCallError
-                raise kind(f"{route_.model}: {error} (after {retries} retries)", model=route_.model,
-                           retries=retries, retryable=retryable, error=None if cut_off else classified) from exc
+                raise _failure(exc, route_.model, role, f"{route_.model}: {error} (after {retries} retries)",
+                               retries=retries, retryable=retryable, cut_off=cut_off) from exc
         completion = self._completion(route_, response, time.monotonic() - started, priced, tools)
         self._ledger.record(self._record(ctx, role, route_.model, completion, retries=retries))
         return completion
@@ -341,6 +338,19 @@ def attempt_timeout(limit_s: float, left_s: float) -> float:
     under a second.
     """
     return min(limit_s, float(math.ceil(left_s)))
+
+
+def _failure(exc: BaseException, model: str, role: Role, message: str, *, retries: int, retryable: bool,
+             cut_off: bool) -> LLMCallError:
+    """What a call that failed for good raises: ``DeadlineExceeded`` when the caller's deadline cut it off, else an
+    ``LLMCallError`` carrying the provider's error classified (``ModelAccessError`` when it is the user's to fix).
+    A scripted model's own bug is no provider's answer and carries none (:class:`ecdysis.llm.scripted.
+    ScriptedModelBug`)."""
+    if cut_off:
+        return DeadlineExceeded(message, model=model, retries=retries, retryable=retryable)
+    error = None if getattr(exc, "model_fault", False) else model_error(exc, model=model, role=role.value)
+    kind = ModelAccessError if error is not None and error.kind.is_users_to_fix else LLMCallError
+    return kind(message, model=model, retries=retries, retryable=retryable, error=error)
 
 
 def _key(route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,

@@ -36,6 +36,7 @@ def calls_needed(models: Iterable[tuple[str, str | None]], config: GatewayConfig
     if config.replay_from is not None:
         return {}
     calls: dict[tuple[str, str], list[str]] = {}
+    role_params: dict[str, dict[str, object]] = {str(role): params for role, params in config.role_params.items()}
     for role, model in models:
         if not model:
             continue
@@ -44,7 +45,7 @@ def calls_needed(models: Iterable[tuple[str, str | None]], config: GatewayConfig
                 continue
         except GatewayError:
             pass  # an unroutable model is called anyway, and its error reported like a provider's
-        params = json.dumps(config.role_params.get(role, {}), sort_keys=True, default=str)  # type: ignore[call-overload]
+        params = json.dumps(role_params.get(role, {}), sort_keys=True, default=str)
         roles = calls.setdefault((model, params), [])
         if role not in roles:
             roles.append(role)

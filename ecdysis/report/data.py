@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ecdysis.metrics import exclusion_causes
+from ecdysis.metrics import exclusion_causes, final_attempts
 from ecdysis.records import (
     FailureRecord,
     HarnessVersion,
@@ -15,7 +15,6 @@ from ecdysis.records import (
     ModificationSpec,
     RoundResult,
     RunManifest,
-    TerminationReason,
     Trajectory,
     Verification,
 )
@@ -124,12 +123,7 @@ def _fdcr_report(store: ArtifactStore, run_id: str, round: int) -> dict[str, Any
 
 
 def stored_exclusions(store: ArtifactStore, run_id: str) -> tuple[int, dict[str, int]]:
-    """How many trajectories ``run_id`` stored, and why those excluded from its metrics were (with counts); only
-    the excluded rows are decoded."""
-    from ecdysis.schemas import dataset_for
-
-    table = store.read_table("trajectories", run_id=run_id)
-    reasons = table.column("termination_reason").to_pylist()
-    excluded = [i for i, reason in enumerate(reasons) if TerminationReason(reason).is_infrastructure]
-    rows = dataset_for("trajectories").from_table(table.take(excluded)) if excluded else []
-    return table.num_rows, exclusion_causes(t for t in rows if isinstance(t, Trajectory))
+    """How many episodes ``run_id`` stored (the last attempt of each), and why those excluded from its metrics were
+    (with counts)."""
+    rows = final_attempts(store.read("trajectories", run_id=run_id))
+    return len(rows), exclusion_causes(rows)

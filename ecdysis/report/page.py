@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ecdysis.metrics import describe_exclusions, exclusion_causes
+from ecdysis.metrics import describe_exclusions, exclusion_causes, final_attempts
 from ecdysis.report import charts
 from ecdysis.report.assets import CSS, JS
 from ecdysis.report.data import RunData, load_runs
@@ -88,9 +88,10 @@ def _exclusions(runs: Sequence[RunData]) -> list[Html]:
     """One note per run whose episodes were excluded from its metrics, with their causes and counts."""
     notes = []
     for run in runs:
-        causes = exclusion_causes(run.trajectories)
+        episodes = final_attempts(run.trajectories)
+        causes = exclusion_causes(episodes)
         if causes:
-            line = describe_exclusions(sum(causes.values()), len(run.trajectories), causes)
+            line = describe_exclusions(sum(causes.values()), len(episodes), causes)
             notes.append(tag("p", f"{run.run_id}: {line}", class_="note exclusions"))
     return notes
 

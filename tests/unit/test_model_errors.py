@@ -126,9 +126,9 @@ def memory() -> Iterator[InMemoryBackend]:
 def test_an_episode_keeps_the_error_of_the_task_models_failed_call(memory: InMemoryBackend) -> None:
     desk = RefundDeskBenchmark()
     bundle = desk.seed_harnesses()["direct"]
-    [request] = episode_requests(desk.tasks(None, ids=["order-1"]), harness_dir=bundle, harness_hash=harness_hash(bundle),
-                                 model=MODEL, user_model=None, trials=1, run_id="r1", round=0, phase="eval",
-                                 settings=RolloutSettings())
+    [request] = episode_requests(desk.tasks(None, ids=["order-1"]), harness_dir=bundle,
+                                 harness_hash=harness_hash(bundle), model=MODEL, user_model=None, trials=1,
+                                 run_id="r1", round=0, phase="eval", settings=RolloutSettings())
     with StubServer(then=401) as stub:
         gateway = Gateway(GatewayConfig(models={MODEL: ModelConfig(api_base=stub.api_base)}))
         trajectory = desk.run(request, memory, gateway)
