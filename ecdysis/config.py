@@ -92,11 +92,6 @@ class ModelsConfig(Section):
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
 
-    def by_role(self) -> list[tuple[str, str | None]]:
-        """``(role, model)`` for every role a training run calls (None where a role has no model of its own)."""
-        return [*(("task", model) for model in self.task), ("user", self.user), ("diagnoser", self.diagnoser),
-                ("aggregator", self.aggregator), ("coder", self.coder)]
-
 
 class TrainingConfig(Section):
     """How the harness is trained."""
@@ -190,6 +185,14 @@ class RunConfig(Section):
             raise PydanticCustomError("missing_user_model", "models.user: benchmark '{name}' simulates a user, so it "
                                       "needs a user model", {"name": self.benchmark.name})
         return self
+
+    def models_by_role(self) -> list[tuple[str, str | None]]:
+        """``(role, model)`` for every role a training run calls (None where a role has no model of its own; the
+        user's only when the benchmark simulates one)."""
+        m = self.models
+        user = m.user if self.benchmark.needs_user_model else None
+        return [*(("task", model) for model in m.task), ("user", user), ("diagnoser", m.diagnoser),
+                ("aggregator", m.aggregator), ("coder", m.coder)]
 
     def config_hash(self) -> str:
         """sha256 of the canonical JSON of this config (for :class:`~ecdysis.records.RunManifest`)."""

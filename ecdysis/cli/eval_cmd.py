@@ -109,7 +109,8 @@ def eval_command(
     except (BundleError, ValueError) as err:
         fail(str(err))
     threshold = base.training.failure_threshold if base is not None else TrainingConfig().failure_threshold
-    check_models([*(("task", m) for m in models), ("user", plan.user_model)], settings.gateway, enabled=preflight)
+    user = plan.user_model if chosen.needs_user_model else None
+    check_models([*(("task", m) for m in models), ("user", user)], settings.gateway, enabled=preflight)
     ensure_ray(ray_address)
     try:
         with _progress() as progress:

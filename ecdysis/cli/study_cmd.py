@@ -60,7 +60,7 @@ def study_command(
     if not report_only:
         ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
         with local_models(study) as served:
-            models = [*served.base.models.by_role(), *(("task", model) for model in served.eval_models)]
+            models = [*served.base.models_by_role(), *(("task", model) for model in served.eval_models)]
             check_models(models, served.base.llm, enabled=preflight)
             runner = StudyRunner(served, store_uri=uri, on_run=_print_run, study_id=study.study_id(), only=chosen)
             console.print(f"[bold]study[/] {runner.manifest.study_id} · configurations "

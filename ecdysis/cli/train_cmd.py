@@ -87,7 +87,7 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
         cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(
             update={"uri": os.path.abspath(cfg.storage.uri)})})
     run_id = resume or default_run_id(cfg, chosen)
-    check_models(cfg.models.by_role(), cfg.llm, enabled=preflight)
+    check_models(cfg.models_by_role(), cfg.llm, enabled=preflight)
     ensure_ray(cfg.ray.address, num_cpus=cfg.ray.num_cpus)
     what = cfg.benchmark.name + (f" {getattr(cfg.benchmark, 'domain', '')}" if getattr(cfg.benchmark, "domain", None)
                                  else "")

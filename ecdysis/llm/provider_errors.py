@@ -40,16 +40,18 @@ _BY_STATUS = {401: ModelErrorKind.AUTHENTICATION, 403: ModelErrorKind.PERMISSION
               400: ModelErrorKind.BAD_REQUEST, 413: ModelErrorKind.BAD_REQUEST, 422: ModelErrorKind.BAD_REQUEST,
               408: ModelErrorKind.TIMEOUT, 429: ModelErrorKind.RATE_LIMIT}
 
-NO_ANSWER = frozenset({ModelErrorKind.TIMEOUT, ModelErrorKind.CONNECTION})
-"""Kinds where no HTTP answer came (litellm still gives them a status: it is not the provider's)."""
 
 
 def _transport_fault(exc: BaseException) -> tuple[ModelErrorKind, BaseException] | None:
-    """The timeout or connection fault in ``exc``'s chain (itself, its causes and contexts), if any."""
+    """The fault in ``exc``'s chain (itself, its causes and contexts) that kept the request from getting an HTTP
+    answer, if any: a timeout, a connection fault, or the provider's SDK refusing to send it at all (the OpenAI
+    client raises its bare ``OpenAIError`` when no key is set; litellm reports that as a 500)."""
     seen: BaseException | None = exc
     for _ in range(10):
         if seen is None:
             return None
+        if type(seen) is openai.OpenAIError:
+            return ModelErrorKind.AUTHENTICATION, seen
         for classes, kind in _NO_ANSWER:
             if isinstance(seen, classes):
                 return kind, seen
@@ -60,7 +62,7 @@ def _transport_fault(exc: BaseException) -> tuple[ModelErrorKind, BaseException]
 def classify(exc: BaseException) -> tuple[ModelErrorKind, int | None]:
     """The kind of a provider error and the HTTP status the provider answered with (None when none came)."""
     fault = _transport_fault(exc)
-    if fault is not None:
+    if fault is not None:  # no HTTP answer: litellm still gives one a status, which is not the provider's
         return fault[0], None
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
@@ -68,7 +70,7 @@ def classify(exc: BaseException) -> tuple[ModelErrorKind, int | None]:
     if kind is None:
         kind = _BY_STATUS.get(status or 0) or (ModelErrorKind.SERVER if status and status >= 500 else
                                                ModelErrorKind.OTHER)
-    return kind, None if kind in NO_ANSWER else status
+    return kind, status
 
 
 def model_error(exc: BaseException, *, model: str, role: str) -> ModelError:

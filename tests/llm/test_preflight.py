@@ -101,3 +101,19 @@ def test_retries_exhausted_on_a_closed_connection_say_so(stub_config: Callable[.
     assert not isinstance(info.value, ModelAccessError)
     assert info.value.error is not None and info.value.error.cause == f"APIConnectionError to {MODEL}"
     assert info.value.error.role == "user"
+
+
+def test_a_key_the_sdk_refuses_to_send_without_is_an_authentication_error() -> None:
+    """With no key set the OpenAI SDK refuses to build a request (a bare ``OpenAIError``), which litellm reports as a
+    500: the chain, not the 500, decides."""
+    from ecdysis.llm._litellm import litellm, openai
+    from ecdysis.llm.provider_errors import classify
+
+    try:
+        try:
+            raise openai.OpenAIError("Missing credentials")
+        except openai.OpenAIError as cause:
+            raise litellm.InternalServerError(message="Missing credentials", llm_provider="openai",
+                                              model="gpt-4.1-mini") from cause
+    except litellm.InternalServerError as exc:
+        assert classify(exc) == (ModelErrorKind.AUTHENTICATION, None)
