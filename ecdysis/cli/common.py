@@ -73,6 +73,5 @@ def model_stop(err: BaseException) -> BaseException | None:
     when it came back from a Ray actor; None for any other fault."""
     from ecdysis.llm.errors import ModelAccessError, ModelFailure
 
-    as_cause = getattr(err, "as_instanceof_cause", None)  # a RayTaskError carries the actor's exception
-    cause = as_cause() if callable(as_cause) else err
-    return cause if isinstance(cause, ModelFailure | ModelAccessError) else None
+    raised = getattr(err, "cause", None)  # a RayTaskError carries the actor's exception as it was raised
+    return next((e for e in (raised, err) if isinstance(e, ModelFailure | ModelAccessError)), None)

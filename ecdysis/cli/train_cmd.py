@@ -99,10 +99,11 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
                                                                                evaluate_heldout=heldout)))
     except ray.exceptions.RayTaskError as err:
         cause = err.as_instanceof_cause()
+        raised = getattr(err, "cause", None)  # the driver's exception as it was raised (its text without Ray's)
         if isinstance(cause, BudgetExceeded):
-            fail(f"run {run_id} stopped: {cause}. Everything done so far is kept; resume with --resume {run_id}")
+            fail(f"run {run_id} stopped: {raised}. Everything done so far is kept; resume with --resume {run_id}")
         if isinstance(cause, ModelFailure | ModelAccessError):
-            fail(f"{cause}. Everything done so far is kept; once the model answers, resume with --resume {run_id}")
+            fail(f"{raised}. Everything done so far is kept; once the model answers, resume with --resume {run_id}")
         fail(f"run {run_id} failed: {cause}. Completed steps are checkpointed; resume with --resume {run_id}")
     rounds = Table(title=f"run {outcome.run_id} · {outcome.method}")
     estimated = any(r.improvement is not None for r in outcome.rounds)  # the paired acceptance policy's interval

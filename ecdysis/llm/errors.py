@@ -11,7 +11,19 @@ if TYPE_CHECKING:
 
 
 class GatewayError(Exception):
-    """Base of every gateway error."""
+    """Base of every gateway error. Its subclasses' keyword-only fields survive pickling (a rollout worker's or the
+    training driver's error reaches the CLI through Ray), which ``Exception``'s own pickling, calling the class with
+    the message alone, does not allow."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[GatewayError], args: tuple[Any, ...], state: dict[str, Any]) -> GatewayError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ProviderBlockedError(GatewayError, Fatal):

@@ -136,3 +136,26 @@ def test_an_episode_keeps_the_error_of_the_task_models_failed_call(memory: InMem
     assert trajectory.model_error is not None
     assert (trajectory.model_error.kind, trajectory.model_error.status, trajectory.model_error.role) == \
         (ModelErrorKind.AUTHENTICATION, 401, "task")
+
+
+def test_the_report_lists_exclusion_causes_counting_each_episode_once() -> None:
+    from ecdysis.report.data import RunData
+    from ecdysis.report.page import render_report
+
+    first = _ended(_error(), task_id="1")
+    retried = first.model_copy(update={"trajectory_id": "t1-retry", "attempt": 1})
+    html = render_report([RunData("r1", None, trajectories=[first, retried])])
+    assert f"r1: 1 of 1 episodes excluded: APIConnectionError to {MODEL}" in html
+
+
+def test_the_errors_that_stop_a_run_cross_process_boundaries_whole() -> None:
+    """Ray pickles a worker's or the driver's exception back to the CLI; their keyword-only fields must survive."""
+    import pickle
+
+    from ecdysis.llm import BudgetExceeded, ModelAccessError, ModelFailure
+
+    error = _error(ModelErrorKind.AUTHENTICATION, "AuthenticationError", status=401)
+    for raised in (ModelFailure("run r1 stopped", error=error), ModelAccessError("no", model=MODEL, error=error),
+                   BudgetExceeded("over", run_id="r1", usage={"usd": 1.0})):
+        back = pickle.loads(pickle.dumps(raised))
+        assert type(back) is type(raised) and str(back) == str(raised) and back.__dict__ == raised.__dict__
