@@ -58,10 +58,10 @@ def study_command(
     if not uri.startswith(("/", "s3://")):
         uri = os.path.abspath(uri)
     if not report_only:
-        ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
         with local_models(study) as served:
             models = [*served.base.models_by_role(), *(("task", model) for model in served.eval_models)]
-            check_models(models, served.base.llm, enabled=preflight)
+            check_models(models, served.base.llm, enabled=preflight)  # before Ray's start: seconds, not tens
+            ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
             runner = StudyRunner(served, store_uri=uri, on_run=_print_run, study_id=study.study_id(), only=chosen)
             console.print(f"[bold]study[/] {runner.manifest.study_id} · configurations "
                           f"{', '.join(running)} · models {', '.join(study.eval_models)} · store {uri}",
