@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from ecdysis.records import Trajectory
+from ecdysis.records import ModelErrorKind, Trajectory
 
 SUCCESS_TOLERANCE = 1e-6
 
@@ -60,7 +60,8 @@ class EvalSummary(BaseModel):
     exclusion_causes: dict[str, int] = Field(default_factory=dict)
     """Why the excluded episodes were excluded (:attr:`~ecdysis.records.Trajectory.exclusion_cause`), with counts."""
     model_errors: dict[str, int] = Field(default_factory=dict)
-    """Scored episodes that the task model's failed call ended (``llm_error``), by cause, with counts."""
+    """Scored episodes that a failed model call ended, by cause, with counts; a conversation the provider refused
+    (too long for the context, its content policy) is the harness's outcome and not counted here."""
 
     @property
     def scored(self) -> bool:
@@ -117,7 +118,8 @@ def summarize(trajectories: Iterable[Trajectory], *, harness: str, model: str, k
         cost_usd=None if any(c is None for c in costs) or not costs else sum(c for c in costs if c is not None),
         mean_wall_time_s=_mean([t.wall_time_s for t in kept]) or 0.0,
         exclusion_causes=exclusion_causes(all_rows),
-        model_errors=dict(Counter(t.model_error.cause for t in kept if t.model_error is not None).most_common()),
+        model_errors=dict(Counter(t.model_error.cause for t in kept if t.model_error is not None
+                                  and t.model_error.kind is not ModelErrorKind.INPUT_REFUSED).most_common()),
     )
 
 

@@ -95,11 +95,14 @@ def test_summaries_name_exclusion_causes_and_show_n_a_when_nothing_was_scored() 
 
 
 def test_a_task_model_that_ends_every_episode_measures_nothing() -> None:
-    refused = _error(ModelErrorKind.SERVER, "InternalServerError", status=500)
-    summary = summarize([_ended(refused, TerminationReason.LLM_ERROR)], harness="human", model="m", k=1)
+    down = _error(ModelErrorKind.SERVER, "InternalServerError", status=500)
+    summary = summarize([_ended(down, TerminationReason.LLM_ERROR)], harness="human", model="m", k=1)
     assert summary.scored and summary.measured_nothing
     assert summary.describe_exclusions() == \
         f"1 of 1 episodes scored as failures after a failed model call: InternalServerError 500 to {MODEL}"
+    too_long = _error(ModelErrorKind.INPUT_REFUSED, "ContextWindowExceededError", status=400)
+    harness_outcome = summarize([_ended(too_long, TerminationReason.LLM_ERROR)], harness="human", model="m", k=1)
+    assert not harness_outcome.measured_nothing and harness_outcome.model_errors == {}
 
 
 def test_old_trajectories_without_the_field_still_load(tmp_path: Path) -> None:
