@@ -8,7 +8,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ecdysis.llm.budget import Budget
 from ecdysis.ray_env import joined_cluster
@@ -217,7 +217,8 @@ class RolloutPool:
         return [results[i] for i in range(len(requests))]
 
     @staticmethod
-    def _stop(stop: tuple[str, Trajectory], ran: int, total: int) -> None:
+    def _stop(stop: tuple[str, Trajectory], ran: int, total: int) -> NoReturn:
+        """Raise :class:`~ecdysis.llm.errors.ModelFailure` for the episode ``stop`` names and why."""
         from ecdysis.llm.errors import ModelFailure
 
         why, trajectory = stop

@@ -34,7 +34,7 @@ def test_a_failing_model_is_one_line_naming_the_error_and_what_to_check(
         answer: Answer, expected: str, hint: str, stub_config: Callable[..., GatewayConfig]) -> None:
     with StubServer(then=answer, retry_after_s=7) as stub:
         started = time.monotonic()
-        lines = preflight(ROLES, stub_config(stub, MODEL), timeout_s=1.0)
+        lines = preflight(ROLES, stub_config(stub, MODEL), timeout_s=0.5)
         took = time.monotonic() - started
         assert stub.requests == 1  # two roles, same model and parameters: one call, no retry
     [line] = lines
