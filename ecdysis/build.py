@@ -123,6 +123,14 @@ def mlflow_mirror(config: RunConfig, store: Any, run_id: str, *, warn: Any = Non
     return MlflowMirror(store, run_id, config.tracking.mlflow, warn=warn)
 
 
+def _named(exc: BaseException) -> str:
+    """A model error as the preflight names it (model, role, class, kind and status, what to check)."""
+    from ecdysis.llm.provider_errors import describe
+
+    error = getattr(exc, "error", None) if isinstance(exc, ModelAccessError) else None
+    return describe(error) if error is not None else str(exc)
+
+
 class RunParts:
     """What every run has: a store, a rollout pool charging one `Budget`, an event log with the run's hooks, and
     an evaluation reporter. A context manager: leaving it closes what was built, last built first.
@@ -176,7 +184,7 @@ class RunParts:
         """Record why the run ended early (see the class docstring) and tell the hooks."""
         if isinstance(exc, BudgetExceeded | ModelFailure | ModelAccessError):
             status = "stopped"
-            error = f"budget exceeded: {exc}" if isinstance(exc, BudgetExceeded) else f"model error: {exc}"
+            error = f"budget exceeded: {exc}" if isinstance(exc, BudgetExceeded) else f"model error: {_named(exc)}"
             self.store.write_manifest(manifest.model_copy(update={"status": status, "note": error,
                                                                   "finished_at": utc_now()}))
         else:

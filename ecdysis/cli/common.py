@@ -75,3 +75,14 @@ def model_stop(err: BaseException) -> BaseException | None:
 
     raised = getattr(err, "cause", None)  # a RayTaskError carries the actor's exception as it was raised
     return next((e for e in (raised, err) if isinstance(e, ModelFailure | ModelAccessError)), None)
+
+
+def stop_message(err: BaseException) -> str:
+    """What to print for a run that a model error stopped: a refused call (:class:`~ecdysis.llm.errors.
+    ModelAccessError`) as the preflight would name it, anything else as it says."""
+    from ecdysis.llm.errors import ModelAccessError
+    from ecdysis.llm.provider_errors import describe
+
+    if isinstance(err, ModelAccessError) and err.error is not None:
+        return f"stopped: {describe(err.error)}"
+    return str(err)

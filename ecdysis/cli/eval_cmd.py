@@ -19,6 +19,7 @@ from ecdysis.cli.common import (
     err_console,
     fail,
     open_store,
+    stop_message,
 )
 from ecdysis.metrics import EvalSummary
 from ecdysis.records import Trajectory
@@ -129,7 +130,7 @@ def eval_command(
     except (BundleError, ValueError) as err:
         fail(str(err))
     except (ModelFailure, ModelAccessError) as err:
-        fail(f"{err}; the stored episodes are in {artifacts.uri}")
+        fail(f"{stop_message(err)}; the stored episodes are in {artifacts.uri}")
     what = chosen.name + (f" {getattr(chosen, 'domain', '')}" if getattr(chosen, "domain", None) else "")
     console.print(summary_table(rows, title=f"{what} · {split} · {trials} trials · run {run_id}"),
                   width=max(console.width, 170))

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ecdysis.cli.common import PreflightOption, check_models, console, fail, model_stop
+from ecdysis.cli.common import PreflightOption, check_models, console, fail, model_stop, stop_message
 from ecdysis.study import StudyConfig, StudyEntry
 
 LOCAL = "local/"
@@ -72,7 +72,8 @@ def study_command(
                 stopped = model_stop(err)
                 if stopped is None:
                     raise
-                fail(f"{stopped}. The study's finished runs are kept: rerun the same command to resume")
+                fail(f"{stop_message(stopped)}. The study's finished runs are kept: rerun the same command to "
+                     "resume")
             store_obj = runner.store
     else:
         from ecdysis.build import open_store

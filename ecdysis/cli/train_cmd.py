@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ecdysis.cli.common import PreflightOption, check_models, console, err_console, fail
+from ecdysis.cli.common import PreflightOption, check_models, console, err_console, fail, stop_message
 from ecdysis.config import RunConfig
 from ecdysis.evolution.methods import method as method_section
 from ecdysis.training import TrainingOutcome
@@ -103,7 +103,9 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
         if isinstance(cause, BudgetExceeded):
             fail(f"run {run_id} stopped: {raised}. Everything done so far is kept; resume with --resume {run_id}")
         if isinstance(cause, ModelFailure | ModelAccessError):
-            fail(f"{raised}. Everything done so far is kept; once the model answers, resume with --resume {run_id}")
+            said = stop_message(raised or cause)
+            fail(f"{said if said.startswith('run ') else f'run {run_id} {said}'}. Everything done so far is kept; "
+                 f"once the model answers, resume with --resume {run_id}")
         fail(f"run {run_id} failed: {cause}. Completed steps are checkpointed; resume with --resume {run_id}")
     rounds = Table(title=f"run {outcome.run_id} · {outcome.method}")
     estimated = any(r.improvement is not None for r in outcome.rounds)  # the paired acceptance policy's interval
