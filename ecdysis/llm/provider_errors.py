@@ -18,13 +18,9 @@ _NO_ANSWER: tuple[tuple[tuple[type[BaseException], ...], ModelErrorKind], ...] =
 reply is an ``InternalServerError``), so the exception's whole chain is looked at."""
 
 _BY_CLASS: tuple[tuple[type[BaseException], ModelErrorKind], ...] = (
-    # Most specific first: litellm's Timeout is an APIConnectionError, its 4xx classes are all APIStatusErrors.
-    (litellm.Timeout, ModelErrorKind.TIMEOUT),
+    # Most specific first: the input refusals are BadRequestErrors.
     (litellm.ContextWindowExceededError, ModelErrorKind.INPUT_REFUSED),
     (litellm.ContentPolicyViolationError, ModelErrorKind.INPUT_REFUSED),
-    (TimeoutError, ModelErrorKind.TIMEOUT),
-    (litellm.APIConnectionError, ModelErrorKind.CONNECTION),
-    (ConnectionError, ModelErrorKind.CONNECTION),
     (litellm.AuthenticationError, ModelErrorKind.AUTHENTICATION),
     (litellm.PermissionDeniedError, ModelErrorKind.PERMISSION),
     (litellm.NotFoundError, ModelErrorKind.NOT_FOUND),
@@ -39,7 +35,6 @@ _BY_CLASS: tuple[tuple[type[BaseException], ModelErrorKind], ...] = (
 _BY_STATUS = {401: ModelErrorKind.AUTHENTICATION, 403: ModelErrorKind.PERMISSION, 404: ModelErrorKind.NOT_FOUND,
               400: ModelErrorKind.BAD_REQUEST, 413: ModelErrorKind.BAD_REQUEST, 422: ModelErrorKind.BAD_REQUEST,
               408: ModelErrorKind.TIMEOUT, 429: ModelErrorKind.RATE_LIMIT}
-
 
 
 def _transport_fault(exc: BaseException) -> tuple[ModelErrorKind, BaseException] | None:
@@ -61,23 +56,28 @@ def _transport_fault(exc: BaseException) -> tuple[ModelErrorKind, BaseException]
 
 def classify(exc: BaseException) -> tuple[ModelErrorKind, int | None]:
     """The kind of a provider error and the HTTP status the provider answered with (None when none came)."""
+    kind, status, _ = _classified(exc)
+    return kind, status
+
+
+def _classified(exc: BaseException) -> tuple[ModelErrorKind, int | None, BaseException]:
+    """Kind, status, and the exception that decided them (the class a person knows: ``APIConnectionError`` where
+    litellm raised a 500)."""
     fault = _transport_fault(exc)
     if fault is not None:  # no HTTP answer: litellm still gives one a status, which is not the provider's
-        return fault[0], None
+        return fault[0], None, fault[1]
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     kind = next((k for cls, k in _BY_CLASS if isinstance(exc, cls)), None)
     if kind is None:
         kind = _BY_STATUS.get(status or 0) or (ModelErrorKind.SERVER if status and status >= 500 else
                                                ModelErrorKind.OTHER)
-    return kind, status
+    return kind, status, exc
 
 
 def model_error(exc: BaseException, *, model: str, role: str) -> ModelError:
     """The record of ``exc``, a provider error of a call to ``model`` made in ``role``."""
-    kind, status = classify(exc)
-    fault = _transport_fault(exc)
-    named = fault[1] if fault is not None else exc  # the class a person knows: APIConnectionError, not litellm's 500
+    kind, status, named = _classified(exc)
     message = " ".join(str(getattr(exc, "message", None) or exc).split())
     message = _LITELLM_PREFIX.sub("", message)
     return ModelError(model=model, role=role, kind=kind, error_class=type(named).__name__, status=status,
