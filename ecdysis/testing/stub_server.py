@@ -154,17 +154,15 @@ class StubServer:
     def next_answer(self) -> Answer:
         """How to answer this chat request: the next scripted answer, else ``then``, else a seeded draw."""
         with self._lock:
-            index = self.requests
-            scripted = index < len(self.answers)
-            answer = self.answers[index] if scripted else self.then
-        if not scripted and answer is None:
-            return self.draw_failure()
-        with self._lock:
-            self.requests += 1
-            key = answer if isinstance(answer, int) else 200 if answer is None else 0
-            self.status_counts[key] = self.status_counts.get(key, 0) + 1
-            self.failures += answer is not None
-        return answer
+            scripted = self.requests < len(self.answers)
+            answer = self.answers[self.requests] if scripted else self.then
+            if scripted or answer is not None:
+                self.requests += 1
+                key = answer if isinstance(answer, int) else 200 if answer is None else 0  # 0: no status sent
+                self.status_counts[key] = self.status_counts.get(key, 0) + 1
+                self.failures += answer is not None
+                return answer
+        return self.draw_failure()
 
     def hang(self) -> None:
         """Hold a request unanswered until the server stops."""
