@@ -108,6 +108,13 @@ class ModelErrorKind(StrEnum):
         """Errors no retry can outlast and the user must fix (key, access, model name): a run stops on the first."""
         return self in (ModelErrorKind.AUTHENTICATION, ModelErrorKind.PERMISSION, ModelErrorKind.NOT_FOUND)
 
+    @property
+    def may_be_the_conversations(self) -> bool:
+        """Refusals of what was sent, which a harness can provoke (a malformed message, a conversation too long):
+        they never stop a run, or a candidate harness could stop training instead of being rejected. A bad
+        parameter every call sends alike is caught before the run, by the preflight."""
+        return self in (ModelErrorKind.BAD_REQUEST, ModelErrorKind.INPUT_REFUSED)
+
 
 class ModelError(Record):
     """Why a model call failed for good, as the provider said it: kept with the episode it ended."""

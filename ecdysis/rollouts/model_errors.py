@@ -1,17 +1,18 @@
 """When failed model calls stop a run instead of being retried episode after episode: at once for an error that is
 the user's to fix (authentication, permission, no such model), and after ``limit`` episodes in a row that failed on
-the same model error (a quota that ran out, a provider that stays down, a request every episode sends alike)."""
+the same model error (a quota that ran out, a provider or a server that stays down). A refusal of what was sent
+(400, a conversation too long) never stops a run: a harness can provoke one."""
 
 from __future__ import annotations
 
 from ecdysis.llm.provider_errors import describe
-from ecdysis.records import ModelErrorKind, Trajectory
+from ecdysis.records import Trajectory
 
 
 class ModelErrorWatch:
     """Watches episodes as they end and says when the run must stop.
 
-    >>> from ecdysis.records import ModelError, Task, TerminationReason
+    >>> from ecdysis.records import ModelError, ModelErrorKind, Task, TerminationReason
     >>> down = ModelError(model="openai/m", role="user", kind=ModelErrorKind.CONNECTION,
     ...                   error_class="APIConnectionError")
     >>> def ended(error):
@@ -32,7 +33,7 @@ class ModelErrorWatch:
     def observe(self, trajectory: Trajectory) -> str | None:
         """Why the run must stop now that ``trajectory`` ended (None: it goes on)."""
         error = trajectory.model_error
-        if error is None or error.kind is ModelErrorKind.INPUT_REFUSED:
+        if error is None or error.kind.may_be_the_conversations:
             self._streak = None
             return None
         if error.kind.is_users_to_fix:

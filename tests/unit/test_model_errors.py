@@ -58,7 +58,9 @@ def test_a_streak_of_the_same_error_stops_at_the_limit_and_anything_else_breaks_
     assert watch.observe(_ended(_error(ModelErrorKind.SERVER, "InternalServerError", status=500))) is None
     assert [watch.observe(_ended(down)) for _ in range(2)] == [None, None]
     too_long = _error(ModelErrorKind.INPUT_REFUSED, "ContextWindowExceededError", status=400)
-    assert [watch.observe(_ended(too_long, TerminationReason.LLM_ERROR)) for _ in range(5)] == [None] * 5
+    malformed = _error(ModelErrorKind.BAD_REQUEST, "BadRequestError", status=400)
+    for refused in (too_long, malformed):  # what a harness sent: a candidate is rejected, the run goes on
+        assert [watch.observe(_ended(refused, TerminationReason.LLM_ERROR)) for _ in range(5)] == [None] * 5
     assert [watch.observe(_ended(down)) for _ in range(3)][-1] == \
         f"3 episodes in a row failed on {MODEL} (user): APIConnectionError, connection: no connection: check the " \
         "network, a proxy, and llm.models.<model>.api_base"
