@@ -22,7 +22,7 @@ from ecdysis.events.episodes import EvaluationReporter
 from ecdysis.events.hooks import EventLogHooks, MlflowHooks, RunFailed, RunFinished, RunHooks, RunStarted
 from ecdysis.events.log import DEFAULT_FLUSH_S, DEFAULT_HEARTBEAT_S
 from ecdysis.llm.budget import Budget
-from ecdysis.llm.errors import BudgetExceeded
+from ecdysis.llm.errors import BudgetExceeded, ModelAccessError, ModelFailure
 from ecdysis.records import EventKind, LLMCallRecord, RunManifest, Task, utc_now
 from ecdysis.rollouts import RolloutPool, RolloutSettings
 
@@ -123,13 +123,21 @@ def mlflow_mirror(config: RunConfig, store: Any, run_id: str, *, warn: Any = Non
     return MlflowMirror(store, run_id, config.tracking.mlflow, warn=warn)
 
 
+def _named(exc: BaseException) -> str:
+    """A model error as the preflight names it (model, role, class, kind and status, what to check)."""
+    from ecdysis.llm.provider_errors import describe
+
+    error = getattr(exc, "error", None) if isinstance(exc, ModelAccessError) else None
+    return describe(error) if error is not None else str(exc)
+
+
 class RunParts:
     """What every run has: a store, a rollout pool charging one `Budget`, an event log with the run's hooks, and
     an evaluation reporter. A context manager: leaving it closes what was built, last built first.
 
     ``kind`` (train or eval) decides what a fault does to the manifest: a stopped run (its budget crossed) is
-    marked stopped; a failed eval run is marked failed, while a failed training run keeps its manifest for
-    ``--resume``.
+    marked stopped, and so is one a model error stopped (`ModelFailure`, `ModelAccessError`); a failed eval run is
+    marked failed, while a failed training run keeps its manifest for ``--resume``.
     """
 
     def __init__(self, store: Any, settings: RolloutSettings, run_id: str, *, kind: str, threshold: float,
@@ -174,8 +182,9 @@ class RunParts:
 
     def failed(self, manifest: RunManifest, exc: BaseException) -> None:
         """Record why the run ended early (see the class docstring) and tell the hooks."""
-        if isinstance(exc, BudgetExceeded):
-            status, error = "stopped", f"budget exceeded: {exc}"
+        if isinstance(exc, BudgetExceeded | ModelFailure | ModelAccessError):
+            status = "stopped"
+            error = f"budget exceeded: {exc}" if isinstance(exc, BudgetExceeded) else f"model error: {_named(exc)}"
             self.store.write_manifest(manifest.model_copy(update={"status": status, "note": error,
                                                                   "finished_at": utc_now()}))
         else:

@@ -186,6 +186,14 @@ class RunConfig(Section):
                                       "needs a user model", {"name": self.benchmark.name})
         return self
 
+    def models_by_role(self) -> list[tuple[str, str | None]]:
+        """``(role, model)`` for every role a training run calls (None where a role has no model of its own; the
+        user's only when the benchmark simulates one)."""
+        m = self.models
+        user = m.user if self.benchmark.needs_user_model else None
+        return [*(("task", model) for model in m.task), ("user", user), ("diagnoser", m.diagnoser),
+                ("aggregator", m.aggregator), ("coder", m.coder)]
+
     def config_hash(self) -> str:
         """sha256 of the canonical JSON of this config (for :class:`~ecdysis.records.RunManifest`)."""
         return stable_hash(self.model_dump(mode="json", exclude={"tracking"}))

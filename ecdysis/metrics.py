@@ -9,12 +9,12 @@ provider's prompt caching (cached prompt tokens over prompt tokens); hits of our
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from ecdysis.records import Trajectory
+from ecdysis.records import ModelErrorKind, Trajectory
 
 SUCCESS_TOLERANCE = 1e-6
 
@@ -57,6 +57,34 @@ class EvalSummary(BaseModel):
     response_cache_hits: int
     cost_usd: float | None
     mean_wall_time_s: float
+    exclusion_causes: dict[str, int] = Field(default_factory=dict)
+    """Why the excluded episodes were excluded (:attr:`~ecdysis.records.Trajectory.exclusion_cause`), with counts."""
+    model_errors: dict[str, int] = Field(default_factory=dict)
+    """Scored episodes that a failed model call ended, by cause, with counts; a conversation the provider refused
+    (too long for the context, its content policy) is the harness's outcome and not counted here."""
+
+    @property
+    def scored(self) -> bool:
+        """Whether any episode counted: with none, accuracy and the rest say nothing (shown ``n/a``)."""
+        return self.n_trajectories > 0
+
+    @property
+    def measured_nothing(self) -> bool:
+        """Whether every episode was excluded or ended on a failed model call: the row says nothing about the
+        harness, and a command that produced it must not exit 0."""
+        total = self.n_trajectories + self.n_excluded
+        return total > 0 and self.n_excluded + sum(self.model_errors.values()) == total
+
+    def describe_exclusions(self) -> str:
+        """``3 of 3 episodes excluded: APIConnectionError to openai/gpt-4.1-mini``, and the scored episodes that a
+        failed model call ended, if any."""
+        total = self.n_trajectories + self.n_excluded
+        parts = [describe_exclusions(self.n_excluded, total, self.exclusion_causes)] if self.n_excluded else []
+        if self.model_errors:
+            failed = sum(self.model_errors.values())
+            parts.append(describe_exclusions(failed, total, self.model_errors).replace(
+                "episodes excluded", "episodes scored as failures after a failed model call"))
+        return "; ".join(parts)
 
 
 def summarize(trajectories: Iterable[Trajectory], *, harness: str, model: str, k: int) -> EvalSummary:
@@ -89,7 +117,40 @@ def summarize(trajectories: Iterable[Trajectory], *, harness: str, model: str, k
         response_cache_hits=sum(t.cache_hits for t in kept),
         cost_usd=None if any(c is None for c in costs) or not costs else sum(c for c in costs if c is not None),
         mean_wall_time_s=_mean([t.wall_time_s for t in kept]) or 0.0,
+        exclusion_causes=exclusion_causes(all_rows),
+        model_errors=dict(Counter(t.model_error.cause for t in kept if t.model_error is not None
+                                  and t.model_error.kind is not ModelErrorKind.INPUT_REFUSED).most_common()),
     )
+
+
+def final_attempts(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+    """The last stored attempt of each episode (a store keeps every attempt of an episode retried after an
+    infrastructure fault; an evaluation's result is its last), in their first order."""
+    last: dict[tuple[object, ...], Trajectory] = {}
+    for t in trajectories:
+        key = (t.round, t.phase, t.task.benchmark, t.task.domain, t.task.task_id, t.harness_hash, t.model, t.trial,
+               t.seed)
+        if key not in last or t.attempt >= last[key].attempt:
+            last[key] = t
+    return list(last.values())
+
+
+def exclusion_causes(trajectories: Iterable[Trajectory]) -> dict[str, int]:
+    """How many excluded episodes each cause accounts for, the most frequent first."""
+    counts = Counter(t.exclusion_cause for t in trajectories if t.exclusion_cause is not None)
+    return dict(counts.most_common())
+
+
+def describe_exclusions(excluded: int, total: int, causes: Mapping[str, int]) -> str:
+    """One line: how many of ``total`` episodes were excluded and why.
+
+    >>> describe_exclusions(3, 3, {"APIConnectionError to openai/gpt-4.1-mini": 3})
+    '3 of 3 episodes excluded: APIConnectionError to openai/gpt-4.1-mini'
+    >>> describe_exclusions(3, 4, {"APIConnectionError to m": 2, "sandbox_error": 1})
+    '3 of 4 episodes excluded: APIConnectionError to m (2), sandbox_error (1)'
+    """
+    why = next(iter(causes)) if len(causes) == 1 else ", ".join(f"{cause} ({n})" for cause, n in causes.items())
+    return f"{excluded} of {total} episodes excluded" + (f": {why}" if why else "")
 
 
 def _mean(values: Sequence[float]) -> float | None:

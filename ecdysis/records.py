@@ -79,6 +79,66 @@ class Role(StrEnum):
     CODER = "coder"
 
 
+class ModelErrorKind(StrEnum):
+    """What a failed model call's provider error was, by its exception class and HTTP status. Closed vocabulary."""
+
+    AUTHENTICATION = "authentication"
+    """401: the key is missing, wrong or expired."""
+    PERMISSION = "permission"
+    """403: the key may not use this model (organisation, region, tier)."""
+    NOT_FOUND = "not_found"
+    """404: no such model (or endpoint)."""
+    BAD_REQUEST = "bad_request"
+    """400, 413, 422: the provider refused the request (a parameter, a malformed message)."""
+    INPUT_REFUSED = "input_refused"
+    """400: the provider refused what the conversation holds (too long for the context window, its content policy):
+    the doing of whoever built the conversation, not of the run's set-up."""
+    RATE_LIMIT = "rate_limit"
+    """429: the rate limit, or the account's quota."""
+    TIMEOUT = "timeout"
+    """No answer within the timeout."""
+    CONNECTION = "connection"
+    """No connection to the endpoint (network, DNS, a server that is not up, a connection closed mid-reply)."""
+    SERVER = "server"
+    """5xx: the provider's server failed."""
+    OTHER = "other"
+
+    @property
+    def is_users_to_fix(self) -> bool:
+        """Errors no retry can outlast and the user must fix (key, access, model name): a run stops on the first."""
+        return self in (ModelErrorKind.AUTHENTICATION, ModelErrorKind.PERMISSION, ModelErrorKind.NOT_FOUND)
+
+    @property
+    def may_be_the_conversations(self) -> bool:
+        """Refusals of what was sent, which a harness can provoke (a malformed message, a conversation too long):
+        they never stop a run, or a candidate harness could stop training instead of being rejected. A bad
+        parameter every call sends alike is caught before the run, by the preflight."""
+        return self in (ModelErrorKind.BAD_REQUEST, ModelErrorKind.INPUT_REFUSED)
+
+
+class ModelError(Record):
+    """Why a model call failed for good, as the provider said it: kept with the episode it ended."""
+
+    model: str
+    """The model string the caller used."""
+    role: str
+    """The role of the call (``task``, ``user``...)."""
+    kind: ModelErrorKind
+    error_class: str
+    """The provider error's class name, e.g. ``AuthenticationError``, ``APIConnectionError``."""
+    status: int | None = None
+    """The HTTP status the provider answered with; None when no answer came (connection, timeout)."""
+    message: str = ""
+    """The start of the provider's message."""
+
+    @property
+    def cause(self) -> str:
+        """One line naming the error and the model, e.g. ``APIConnectionError to openai/gpt-4.1-mini``; the same
+        for every episode that failed the same way."""
+        status = f" {self.status}" if self.status is not None else ""
+        return f"{self.error_class}{status} to {self.model}"
+
+
 class Task(Record):
     """One benchmark task."""
 
@@ -164,7 +224,23 @@ class Trajectory(Record):
     attempt: int = 0
     sandbox: str | None = None
     """What confined the harness: ``docker``, ``process-allowlist`` or ``process-weak`` (None: not recorded)."""
+    model_error: ModelError | None = None
+    """The model call whose failure ended the episode (task model or simulated user), as the provider reported it;
+    None when no model call failed (and in records stored before this field existed)."""
     created_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def exclusion_cause(self) -> str | None:
+        """Why this episode is excluded from the metrics, in one line that episodes failing the same way share
+        (``APIConnectionError to openai/gpt-4.1-mini``, ``sandbox_error: ...``); None when it counts."""
+        if not self.termination_reason.is_infrastructure:
+            return None
+        if self.model_error is not None:
+            return self.model_error.cause
+        lines = [line.strip() for line in (self.error or "").splitlines() if line.strip()]
+        if lines and lines[0].startswith("Traceback"):
+            lines = lines[-1:]  # a traceback's last line names the exception
+        return f"{self.termination_reason.value}: {lines[0][:120]}" if lines else self.termination_reason.value
 
     @property
     def user_actions(self) -> list[dict[str, Any]]:

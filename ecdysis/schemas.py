@@ -25,11 +25,11 @@ from ecdysis.records import (
     Trajectory,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2: trajectories gained ``sandbox`` (files of version 1 read it as null). 3: rounds gained ``improvement``
 (earlier files read it as null); failures gained ``last_reply``, ``failing_call``, ``tool_error`` and
 ``reward_breakdown`` (earlier files read them as their defaults). 4: llm_calls gained ``cache_key`` (earlier files
-read it as null)."""
+read it as null). 5: trajectories gained ``model_error`` (earlier files read it as null)."""
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -123,9 +123,10 @@ TRAJECTORIES = _dataset(
         ("wall_time_s", pa.float64()),
         ("attempt", pa.int32()),
         ("sandbox", pa.string()),
+        ("model_error", pa.string()),
         ("created_at", TS),
     ],
-    json_columns=["task", "messages", "tool_calls", "reward_breakdown", "tokens"],
+    json_columns=["task", "messages", "tool_calls", "reward_breakdown", "tokens", "model_error"],
     derived={"task_id": "task.task_id", "domain": "task.domain"},
 )
 

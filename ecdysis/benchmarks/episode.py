@@ -40,8 +40,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ecdysis.errors import InfrastructureFault
+from ecdysis.llm.errors import model_error_in
 from ecdysis.protocols import EpisodeEnvironment, EpisodeRequest, LLMClient, SandboxBackend, UserActing
-from ecdysis.records import Role, TerminationReason, TokenUsage, ToolCall, Trajectory
+from ecdysis.records import ModelError, Role, TerminationReason, TokenUsage, ToolCall, Trajectory
 from ecdysis.sandbox.clock import EpisodeClock
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,8 @@ class _Episode:
         self.steps = 0
         self.errors = 0
         self.user_stopped = False
+        self.model_error: ModelError | None = None
+        """The failed model call (task model or simulated user) that ended the episode, as the provider said."""
         self.clock = EpisodeClock(request.wall_clock_s, request.hard_cap_s())
         """The episode's clock (restarted when the protocol starts); model calls are cut off at its hard cap."""
 
@@ -153,6 +156,7 @@ class _Episode:
             raise EndEpisode(TerminationReason.TIMEOUT, f"{self.clock.hard_cap_note()} during a task-model call: "
                                                         f"{exc}") from exc
         except Exception as exc:
+            self.model_error = model_error_in(exc)
             raise EndEpisode(TerminationReason.LLM_ERROR, f"{type(exc).__name__}: {exc}") from exc
         self.usage.add(completion.tokens, int(completion.cache_hit), completion.cost_usd)
         return completion.as_message()
@@ -170,6 +174,9 @@ class _Episode:
         try:
             with self.clock.waiting_on_model():  # the simulated user's model, served on the trusted side
                 reply, stop = self.env.respond(text, deadline=self.clock.hard_deadline)
+        except Exception as exc:
+            self.model_error = model_error_in(exc)
+            raise
         finally:  # the user's own tool calls (dual control) changed the state even when its turn then failed
             if isinstance(self.env, UserActing):
                 self.messages.extend(self.env.take_user_steps())
@@ -253,11 +260,13 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
     reason = TerminationReason.INFRASTRUCTURE_ERROR
     error: str | None = None
     reward, breakdown = 0.0, dict[str, float]()
+    setup_error: ModelError | None = None
     try:
         env = environment(dict(context))
     except Exception as exc:  # the benchmark's side could not be prepared: infrastructure, retried above
         log.warning("episode %s: its environment could not be set up", trajectory_id, exc_info=True)
         env, error = None, f"the environment could not be set up: {type(exc).__name__}: {exc}"
+        setup_error = model_error_in(exc)
     if env is not None:
         try:
             episode = _Episode(request, llm, env, context)
@@ -305,7 +314,8 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
         usage.add(tokens, cache_hits, cost, calls=calls)
     trajectory = _trajectory(request, trajectory_id, episode, usage, reason, error, reward, breakdown,
                              time.monotonic() - started)
-    return trajectory.model_copy(update={"sandbox": backend.isolation})
+    failed_call = episode.model_error if episode is not None else setup_error
+    return trajectory.model_copy(update={"sandbox": backend.isolation, "model_error": failed_call})
 
 
 def _trajectory(request: EpisodeRequest, trajectory_id: str, episode: _Episode | None, usage: _Usage,

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, NoReturn
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from ecdysis.store import DEFAULT_URI, ArtifactStore, StoreError
+
+if TYPE_CHECKING:
+    from ecdysis.llm.config import GatewayConfig
 
 # Piped output (CI logs, `| tee`) gets a wide page so result tables stay readable.
 console = Console(width=None if sys.stdout.isatty() else 180)
@@ -20,6 +25,13 @@ StoreOption = Annotated[
     typer.Option("--store", envvar="ECDYSIS_STORE", help="Store URI: a local path or s3://bucket/prefix."),
 ]
 DEFAULT_STORE = DEFAULT_URI
+
+PreflightOption = Annotated[
+    bool,
+    typer.Option("--preflight/--no-preflight", help="Before any episode, call each model once (in parallel) and stop "
+                 "at once, naming each model that fails (key, model name, endpoint, quota). Scripted models and "
+                 "replays are never called."),
+]
 
 
 def fail(message: str) -> NoReturn:
@@ -34,3 +46,43 @@ def open_store(uri: str) -> ArtifactStore:
         return ArtifactStore(uri)
     except (StoreError, ValueError) as err:
         fail(str(err))
+
+
+def check_models(models: Iterable[tuple[str, str | None]], gateway: GatewayConfig, *, enabled: bool = True) -> None:
+    """The preflight (:mod:`ecdysis.llm.preflight`) of ``models`` (``(role, model)`` pairs): print how long it took,
+    or exit 1 with one line per model that failed."""
+    from ecdysis.llm.preflight import calls_needed, preflight
+
+    models = list(models)
+    needed = len(calls_needed(models, gateway))
+    if not enabled or not needed:
+        return
+    started = time.monotonic()
+    with console.status(f"preflight: calling {needed} model(s)"):
+        failures = preflight(models, gateway)
+    took = time.monotonic() - started
+    if failures:
+        lines = "\n".join(f"  {line}" for line in failures)
+        fail(f"preflight: {len(failures)} of {needed} model(s) failed in {took:.1f} s, before any episode ran "
+             f"(--no-preflight skips this check):\n{lines}")
+    console.print(f"preflight: {needed} model(s) answered in {took:.1f} s", highlight=False)
+
+
+def model_stop(err: BaseException) -> BaseException | None:
+    """The model error that stopped a run (:class:`~ecdysis.llm.errors.ModelFailure`, ``ModelAccessError``), also
+    when it came back from a Ray actor; None for any other fault."""
+    from ecdysis.llm.errors import ModelAccessError, ModelFailure
+
+    raised = getattr(err, "cause", None)  # a RayTaskError carries the actor's exception as it was raised
+    return next((e for e in (raised, err) if isinstance(e, ModelFailure | ModelAccessError)), None)
+
+
+def stop_message(err: BaseException) -> str:
+    """What to print for a run that a model error stopped: a refused call (:class:`~ecdysis.llm.errors.
+    ModelAccessError`) as the preflight would name it, anything else as it says."""
+    from ecdysis.llm.errors import ModelAccessError
+    from ecdysis.llm.provider_errors import describe
+
+    if isinstance(err, ModelAccessError) and err.error is not None:
+        return f"stopped: {describe(err.error)}"
+    return str(err)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ecdysis.cli.common import console
+from ecdysis.cli.common import PreflightOption, console
 
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
@@ -56,6 +56,7 @@ def demo_command(
     live: Annotated[bool, typer.Option("--live", help="After the recorded run, one live training round on a real "
                                        "model (on by itself when --model, $ECDYSIS_DEMO_MODEL or a provider key "
                                        "names one, or when no recorded run is shipped).")] = False,
+    preflight: PreflightOption = True,
 ) -> None:
     """A harness getting better on scripted models (~1 min), a real model's recorded training run replayed from its
     response cache (a few minutes, no model server), then optionally a live round on a real model; one HTML
@@ -73,7 +74,7 @@ def demo_command(
             import ray
 
             ray.shutdown()  # the model part's Ray must start after the local model server exports its address
-            real = model_part(store, model)
+            real = model_part(store, model, preflight=preflight)
             run_ids.append(real.run_id)
             console.print(closing_note(real), highlight=False)
         else:
@@ -138,7 +139,7 @@ def scripted_part(store: str | None) -> TrainingOutcome:
     return outcome
 
 
-def model_part(store: str | None, model: str | None = None) -> TrainingOutcome:
+def model_part(store: str | None, model: str | None = None, *, preflight: bool = True) -> TrainingOutcome:
     """One real training round: with ``model`` (else the environment's, see :func:`demo_model`) when it is a
     provider model, else on local llama.cpp servers (SmolLM2-135M by default, the Qwen pair for ``qwen``)."""
     from ecdysis.cli import demo_local
@@ -152,7 +153,7 @@ def model_part(store: str | None, model: str | None = None) -> TrainingOutcome:
         models = cfg.models.model_copy(update={"task": [choice], "user": choice, "diagnoser": choice, "coder": choice})
         console.print(f"demo models: {choice} (from the {'command line' if model else 'environment'})",
                       highlight=False)
-        return run_training(cfg.model_copy(update={"models": models}))
+        return run_training(cfg.model_copy(update={"models": models}), preflight=preflight)
     plan = demo_local.qwen_plan() if choice == demo_local.QWEN else demo_local.smollm2_plan()
     cfg = _in_store(demo_local.plan_config(plan), store)
     console.rule(f"[bold]3. a real model, live: one training round on {cfg.benchmark.name} ({cfg.run_name})")
@@ -163,7 +164,7 @@ def model_part(store: str | None, model: str | None = None) -> TrainingOutcome:
         with console.status("starting the local model server(s)"):
             servers = stack.enter_context(demo_local.local_servers(plan, with_user=with_user, serving=cfg.llm.local))
         # Each server's endpoint is in the config's llm.models, so every Ray worker reaches it too.
-        return run_training(demo_local.with_local_models(cfg, plan, servers))
+        return run_training(demo_local.with_local_models(cfg, plan, servers), preflight=preflight)
 
 
 def _in_store(cfg: RunConfig, store: str | None) -> RunConfig:

@@ -10,7 +10,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ecdysis.benchmarks import DEFAULT, build, config_for
-from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
+from ecdysis.cli.common import (
+    DEFAULT_STORE,
+    PreflightOption,
+    StoreOption,
+    check_models,
+    console,
+    err_console,
+    fail,
+    open_store,
+    stop_message,
+)
 from ecdysis.metrics import EvalSummary
 from ecdysis.records import Trajectory
 
@@ -54,14 +64,19 @@ def eval_command(
         "--keep-warm-s", min=0, help="On a joined cluster, keep the rollout workers this many idle seconds for the "
         "next command (default: the config's rollouts.keep_warm_s, else 300; 0: never).")] = None,
     store: StoreOption = DEFAULT_STORE,
+    preflight: PreflightOption = True,
 ) -> None:
-    """Evaluate harnesses on held-out tasks: accuracy, Pass@k, Pass^k, tokens, cache hit rate, cost, time."""
+    """Evaluate harnesses on held-out tasks: accuracy, Pass@k, Pass^k, tokens, cache hit rate, cost, time.
+
+    Exits 1 when a (harness, model) pair measured nothing (every episode excluded, or ended by a failed model call),
+    naming the causes with counts."""
     from pydantic import ValidationError
 
     from ecdysis.config import ConfigError, TrainingConfig, field_errors, load_config
     from ecdysis.evaluation import EvalPlan, run_eval, select_tasks
     from ecdysis.events.episodes import counts_as_failure
     from ecdysis.harness import BundleError, resolve_harness
+    from ecdysis.llm.errors import ModelAccessError, ModelFailure
     from ecdysis.ray_env import ensure_ray
 
     base = None
@@ -95,6 +110,8 @@ def eval_command(
     except (BundleError, ValueError) as err:
         fail(str(err))
     threshold = base.training.failure_threshold if base is not None else TrainingConfig().failure_threshold
+    user = plan.user_model if chosen.needs_user_model else None
+    check_models([*(("task", m) for m in models), ("user", user)], settings.gateway, enabled=preflight)
     ensure_ray(ray_address)
     try:
         with _progress() as progress:
@@ -112,10 +129,26 @@ def eval_command(
                                     threshold=threshold)
     except (BundleError, ValueError) as err:
         fail(str(err))
+    except (ModelFailure, ModelAccessError) as err:
+        fail(f"{stop_message(err)}; the stored episodes are in {artifacts.uri}")
     what = chosen.name + (f" {getattr(chosen, 'domain', '')}" if getattr(chosen, "domain", None) else "")
     console.print(summary_table(rows, title=f"{what} · {split} · {trials} trials · run {run_id}"),
                   width=max(console.width, 170))
     console.print(f"trajectories stored in {artifacts.uri} (run {run_id})", highlight=False)
+    report_exclusions(rows)
+
+
+def report_exclusions(rows: list[EvalSummary], *, what: str = "") -> None:
+    """Warn about each row's excluded episodes and those a failed model call ended, with their causes; exit 1 when a
+    row measured nothing (every episode excluded or ended by a failed model call)."""
+    void = [r for r in rows if r.measured_nothing]
+    for row in rows:
+        if (row.n_excluded or row.model_errors) and row not in void:
+            err_console.print(f"[yellow]warning:[/] {what}{row.harness} × {row.model}: {row.describe_exclusions()}",
+                              highlight=False, soft_wrap=True)
+    if void:
+        fail("; ".join(f"{what}{r.harness} × {r.model}: {r.describe_exclusions()}" if len(rows) > 1 or what
+                       else r.describe_exclusions() for r in void) + " (nothing was measured)")
 
 
 def _benchmark(base: Any, name: str | None, domain: str | None, options: list[str]) -> Any:
@@ -172,7 +205,8 @@ def summary_table(rows: list[EvalSummary], *, title: str) -> Table:
         table.add_column(column, justify="left" if column in ("harness", "model") else "right")
     for r in rows:
         table.add_row(
-            r.harness, r.model, str(r.n_tasks), f"{r.accuracy:.3f}", _opt(r.pass_at_k), _opt(r.pass_hat_k),
+            r.harness, r.model, str(r.n_tasks), _opt(r.accuracy if r.scored else None), _opt(r.pass_at_k),
+            _opt(r.pass_hat_k),
             str(r.prompt_tokens), str(r.completion_tokens), str(r.cached_prompt_tokens), f"{r.cache_hit_rate:.1%}",
             "n/a" if r.cost_usd is None else f"{r.cost_usd:.4f}", f"{r.mean_wall_time_s:.2f}", str(r.n_excluded),
         )

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
 from ecdysis.events import liveness
 from ecdysis.events.follow import MISSED_HEARTBEATS
+from ecdysis.metrics import describe_exclusions
 from ecdysis.records import RoundResult, RunManifest, Verification
-from ecdysis.report.data import RunData
+from ecdysis.report.data import RunData, stored_exclusions
 from ecdysis.report.summary import accommodation, rate_text
 from ecdysis.schemas import DATASETS
 from ecdysis.store import StoreError
@@ -58,6 +60,7 @@ def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOp
         failures = artifacts.read("failures", run_id=run) if accepted else []
         verification = last_verification(artifacts, run)
         state = liveness(artifacts, run)
+        stored, causes = stored_exclusions(artifacts, run) if counts["trajectories"] else (0, {})
     except (StoreError, ValueError) as err:
         fail(str(err))
     if manifest is None and not any(counts.values()):
@@ -66,6 +69,9 @@ def show_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreOp
     colour = {"running": "green", "finished": "green", "died": "red", "failed": "red"}.get(state.state, "yellow")
     console.print(f"state: [{colour}]{state.describe()}[/]", highlight=False)
     _print_verification(verification)
+    if causes:
+        console.print(f"[yellow]{escape(describe_exclusions(sum(causes.values()), stored, causes))}[/]",
+                      highlight=False, soft_wrap=True)
     _print_rounds(rounds)
     _print_accommodation(RunData(run, manifest, rounds=rounds, specs=specs, failures=failures))
     table = Table(title="rows per dataset")

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ecdysis.cli.common import console, fail
+from ecdysis.cli.common import PreflightOption, check_models, console, fail, model_stop, stop_message
 from ecdysis.study import StudyConfig, StudyEntry
 
 LOCAL = "local/"
@@ -36,6 +36,7 @@ def study_command(
     only: Annotated[str | None, typer.Option("--only", help="Run only these configurations (comma-separated), "
                                              "e.g. to run a study's configurations in two processes on one store; "
                                              "STUDY.md shows every finished run.")] = None,
+    preflight: PreflightOption = True,
 ) -> None:
     """Run (or continue) a study: direct, human and the evolution methods trained from human, each evaluated on
     the held-out tasks with k trials; then STUDY.md. Finished runs are never re-run."""
@@ -57,13 +58,22 @@ def study_command(
     if not uri.startswith(("/", "s3://")):
         uri = os.path.abspath(uri)
     if not report_only:
-        ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
         with local_models(study) as served:
+            models = [*served.base.models_by_role(), *(("task", model) for model in served.eval_models)]
+            check_models(models, served.base.llm, enabled=preflight)  # before Ray's start: seconds, not tens
+            ensure_ray(ray_address or study.base.ray.address, num_cpus=study.base.ray.num_cpus)
             runner = StudyRunner(served, store_uri=uri, on_run=_print_run, study_id=study.study_id(), only=chosen)
             console.print(f"[bold]study[/] {runner.manifest.study_id} · configurations "
                           f"{', '.join(running)} · models {', '.join(study.eval_models)} · store {uri}",
                           highlight=False, soft_wrap=True)
-            manifest = runner.run()
+            try:
+                manifest = runner.run()
+            except Exception as err:
+                stopped = model_stop(err)
+                if stopped is None:
+                    raise
+                fail(f"{stop_message(stopped)}. The study's finished runs are kept: rerun the same command to "
+                     "resume")
             store_obj = runner.store
     else:
         from ecdysis.build import open_store

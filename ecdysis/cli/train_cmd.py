@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ecdysis.cli.common import console, fail
+from ecdysis.cli.common import PreflightOption, check_models, console, err_console, fail, stop_message
 from ecdysis.config import RunConfig
 from ecdysis.evolution.methods import method as method_section
 from ecdysis.training import TrainingOutcome
@@ -44,6 +44,7 @@ def train_command(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Override ray.address.")] = None,
     heldout: Annotated[bool, typer.Option("--heldout/--no-heldout", help="Evaluate the final harness on the "
                                           "held-out tasks.")] = True,
+    preflight: PreflightOption = True,
 ) -> None:
     """Train the harness: evaluate → failures → diagnosis → coding agent → validate → accept or roll back."""
     from ecdysis.config import ConfigError, load_config
@@ -65,17 +66,19 @@ def train_command(
         updates["ray"] = cfg.ray.model_copy(update={"address": ray_address})
     if method is not None:
         updates["training"] = cfg.training.model_copy(update={"method": method_section(method, cfg.training.method)})
-    run_training(cfg.model_copy(update=updates), method=method, resume=resume, heldout=heldout)
+    run_training(cfg.model_copy(update=updates), method=method, resume=resume, heldout=heldout, preflight=preflight)
 
 
 def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | None = None,
-                 heldout: bool = True) -> TrainingOutcome:
-    """Run (or resume) a training run on Ray and print its round-by-round summary."""
+                 heldout: bool = True, preflight: bool = True) -> TrainingOutcome:
+    """Run (or resume) a training run on Ray and print its round-by-round summary; first, unless ``preflight`` is
+    False, call each of its models once (:func:`ecdysis.cli.common.check_models`). Exits 1 when the run stopped, or
+    when none of its episodes (or of a held-out model's) was scored."""
     import os
 
     import ray
 
-    from ecdysis.llm import BudgetExceeded
+    from ecdysis.llm import BudgetExceeded, ModelAccessError, ModelFailure
     from ecdysis.ray_env import ensure_ray
     from ecdysis.training import default_run_id, start_driver
 
@@ -84,6 +87,7 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
         cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(
             update={"uri": os.path.abspath(cfg.storage.uri)})})
     run_id = resume or default_run_id(cfg, chosen)
+    check_models(cfg.models_by_role(), cfg.llm, enabled=preflight)
     ensure_ray(cfg.ray.address, num_cpus=cfg.ray.num_cpus)
     what = cfg.benchmark.name + (f" {getattr(cfg.benchmark, 'domain', '')}" if getattr(cfg.benchmark, "domain", None)
                                  else "")
@@ -95,8 +99,13 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
                                                                                evaluate_heldout=heldout)))
     except ray.exceptions.RayTaskError as err:
         cause = err.as_instanceof_cause()
+        raised = getattr(err, "cause", None)  # the driver's exception as it was raised (its text without Ray's)
         if isinstance(cause, BudgetExceeded):
-            fail(f"run {run_id} stopped: {cause}. Everything done so far is kept; resume with --resume {run_id}")
+            fail(f"run {run_id} stopped: {raised}. Everything done so far is kept; resume with --resume {run_id}")
+        if isinstance(cause, ModelFailure | ModelAccessError):
+            said = stop_message(raised or cause)
+            fail(f"{said if said.startswith('run ') else f'run {run_id} {said}'}. Everything done so far is kept; "
+                 f"once the model answers, resume with --resume {run_id}")
         fail(f"run {run_id} failed: {cause}. Completed steps are checkpointed; resume with --resume {run_id}")
     rounds = Table(title=f"run {outcome.run_id} · {outcome.method}")
     estimated = any(r.improvement is not None for r in outcome.rounds)  # the paired acceptance policy's interval
@@ -123,7 +132,26 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
     console.print(f"run data: {cfg.storage.uri} (run {outcome.run_id}); inspect with `ecdysis runs show "
                   f"{outcome.run_id} --store {cfg.storage.uri}` or `ecdysis report {outcome.run_id} -o report.html "
                   f"--store {cfg.storage.uri}`", highlight=False, soft_wrap=True)
+    _check_scored(cfg.storage.uri, outcome)
     return outcome
+
+
+def _check_scored(uri: str, outcome: TrainingOutcome) -> None:
+    """Warn about excluded episodes with their causes; exit 1 when every episode of the run was excluded, or a
+    held-out row measured nothing."""
+    from ecdysis.build import open_store
+    from ecdysis.cli.eval_cmd import report_exclusions
+    from ecdysis.metrics import describe_exclusions
+    from ecdysis.report.data import stored_exclusions
+
+    total, causes = stored_exclusions(open_store(uri), outcome.run_id)
+    excluded = sum(causes.values())
+    if total and excluded == total:
+        fail(f"run {outcome.run_id}: {describe_exclusions(excluded, total, causes)} (nothing was measured)")
+    if excluded:
+        err_console.print(f"[yellow]warning:[/] run {outcome.run_id}: {describe_exclusions(excluded, total, causes)}",
+                          highlight=False, soft_wrap=True)
+    report_exclusions(outcome.heldout, what="held-out ")
 
 
 def _watch_driver(cfg: RunConfig, run_id: str, start: Callable[[], Any]) -> Any:

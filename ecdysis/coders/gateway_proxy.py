@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ecdysis.llm.errors import ModelAccessError
 from ecdysis.protocols import LLMClient
 from ecdysis.records import Role
 
@@ -52,6 +53,9 @@ class GatewayProxy:
         """``time.monotonic()`` of the first chat request (a CLI's start-up ends there)."""
         self.log: list[dict[str, Any]] = []
         """One summary per request: ``stream``, message roles, offered tool names, the answer's tool calls."""
+        self.refused: ModelAccessError | None = None
+        """The first call the provider refused for a reason that is the user's to fix (key, access, model name): the
+        CLI only sees an upstream error, so whoever runs it raises this once it is done, and the run stops."""
         self._host, self._port, self._unix_socket = host, port, unix_socket
         self._server: socketserver.BaseServer | None = None
         self._thread: threading.Thread | None = None
@@ -205,6 +209,8 @@ def _handler_for(proxy: GatewayProxy) -> type[BaseHTTPRequestHandler]:
                 self._error(400, str(exc), "invalid_request_error")
                 return
             except Exception as exc:  # the gateway's failure, reported to the CLI as an upstream error
+                if isinstance(exc, ModelAccessError) and proxy.refused is None:
+                    proxy.refused = exc
                 self._error(502, f"{type(exc).__name__}: {exc}", "upstream_error")
                 return
             if not body.get("stream"):

@@ -257,6 +257,8 @@ def run_cli(llm: LLMClient, model: str, config: ExternalAgentConfig, bundle_dir:
             finally:
                 if cgroup is not None:
                     cgroup.destroy()
+        if proxy.refused is not None:
+            raise proxy.refused  # the model cannot be used: the run stops (not a rejected candidate)
         first = proxy.first_request_at
         startup = None if first is None else max(0.0, first - started)
         text = b"".join(output).decode(errors="replace")[-20_000:]

@@ -14,6 +14,8 @@ from ecdysis.llm.errors import (
     DeadlineExceeded,
     GatewayError,
     LLMCallError,
+    ModelAccessError,
+    ModelFailure,
     ProviderBlockedError,
     StructuredOutputError,
 )
@@ -32,7 +34,9 @@ __all__ = [
     "GatewayError",
     "LLMCallError",
     "LocalModelServer",
+    "ModelAccessError",
     "ModelConfig",
+    "ModelFailure",
     "ProviderBlockedError",
     "Streaming",
     "StructuredOutputError",

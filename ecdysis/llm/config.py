@@ -100,7 +100,7 @@ class GatewayConfig(BaseModel):
     backoff_base_s: float = Field(default=1.0, ge=0)
     """First backoff delay; doubles on every retry, with jitter."""
     backoff_max_s: float = Field(default=30.0, ge=0)
-    """Upper bound of one backoff delay."""
+    """Upper bound of one backoff delay (a provider's ``Retry-After`` is honoured up to it)."""
     timeout_s: float = Field(default=120.0, gt=0)
     """Request timeout of one attempt."""
     max_concurrency: int = Field(default=16, ge=1)

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ecdysis.errors import Fatal
 
+if TYPE_CHECKING:
+    from ecdysis.records import ModelError
+
 
 class GatewayError(Exception):
-    """Base of every gateway error."""
+    """Base of every gateway error. Its subclasses' keyword-only fields survive pickling (a rollout worker's or the
+    training driver's error reaches the CLI through Ray), which ``Exception``'s own pickling, calling the class with
+    the message alone, does not allow."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[GatewayError], args: tuple[Any, ...], state: dict[str, Any]) -> GatewayError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ProviderBlockedError(GatewayError, Fatal):
@@ -21,11 +36,40 @@ class LLMCallError(GatewayError):
     The episode layer turns it into an ``llm_error`` termination.
     """
 
-    def __init__(self, message: str, *, model: str, retries: int = 0, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, model: str, retries: int = 0, retryable: bool = False,
+                 error: ModelError | None = None) -> None:
         super().__init__(message)
         self.model = model
         self.retries = retries
         self.retryable = retryable
+        self.error = error
+        """The provider's error, classified (None when no provider answered: a cache miss, a deadline)."""
+
+
+class ModelAccessError(LLMCallError, Fatal):
+    """The provider refused the call for a reason no retry outlasts and the user must fix: authentication (401),
+    permission (403), a model that does not exist (404). Inside an episode it ends the episode, which the rollout
+    pool then stops the run on; anywhere else (diagnosis, coding) it stops the run directly."""
+
+
+def model_error_in(exc: BaseException | None) -> ModelError | None:
+    """The classified provider error behind ``exc`` (an :class:`LLMCallError`, or an exception raised from one, as a
+    user simulator's failure is), or None."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, LLMCallError) and exc.error is not None:
+            return exc.error
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+class ModelFailure(GatewayError, Fatal):
+    """A run stopped because a model cannot be used: an error that is the user's to fix, or the same provider error
+    in ``rollouts.max_consecutive_model_errors`` episodes in a row. What ran before is stored."""
+
+    def __init__(self, message: str, *, error: ModelError) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class DeadlineExceeded(LLMCallError):

@@ -27,8 +27,16 @@ from ecdysis.llm._litellm import litellm
 from ecdysis.llm.accounting import Ledger, Usage
 from ecdysis.llm.cache import ResponseCache, cache_key, is_json_safe, scripted_context
 from ecdysis.llm.config import CacheRule, GatewayConfig, ToolCallParsing
-from ecdysis.llm.errors import BudgetExceeded, CacheMiss, DeadlineExceeded, LLMCallError, StructuredOutputError
+from ecdysis.llm.errors import (
+    BudgetExceeded,
+    CacheMiss,
+    DeadlineExceeded,
+    LLMCallError,
+    ModelAccessError,
+    StructuredOutputError,
+)
 from ecdysis.llm.pricing import is_priced, response_cost
+from ecdysis.llm.provider_errors import model_error, retry_after_s
 from ecdysis.llm.retry import backoff_delay, is_retryable
 from ecdysis.llm.routing import Route, route, semaphore
 from ecdysis.llm.streaming import streamed
@@ -75,7 +83,9 @@ class Gateway:
         ``deadline`` is a ``time.monotonic()`` instant: each attempt's timeout is cut to the time left (rounded up to
         whole seconds: :func:`attempt_timeout`), and no retry starts that could not finish before it.
 
-        Raises ``LLMCallError`` (call failed for good; ``DeadlineExceeded`` when the deadline cut it off),
+        Raises ``LLMCallError`` (call failed for good, its classified provider error in ``.error``;
+        ``ModelAccessError`` when that error is the user's to fix: 401, 403, 404; ``DeadlineExceeded`` when the
+        deadline cut it off),
         ``BudgetExceeded`` (run over budget; the call that crossed it is recorded and attached),
         ``ProviderBlockedError`` / ``GatewayError`` / ``ValueError`` (bad model).
         """
@@ -244,6 +254,9 @@ class Gateway:
                 retryable = is_retryable(exc)
                 if retryable and retries < self.config.max_retries:
                     delay = backoff_delay(retries, self.config.backoff_base_s, self.config.backoff_max_s, self._rng)
+                    asked = retry_after_s(exc)  # a 429's Retry-After, honoured up to the longest backoff
+                    if asked is not None:
+                        delay = max(delay, min(asked, self.config.backoff_max_s))
                     if deadline is None or time.monotonic() + delay < deadline:
                         time.sleep(delay)
                         retries += 1
@@ -254,9 +267,8 @@ class Gateway:
                 self._ledger.record(self._record(ctx, role, route_.model, failed, retries=retries, error=error))
                 # The deadline ended it: the attempt was cut to the time left, or no retry could finish in time.
                 cut_off = deadline is not None and (no_time_to_retry or time.monotonic() >= deadline - 0.01)
-                kind = DeadlineExceeded if cut_off else LLMCallError
-                raise kind(f"{route_.model}: {error} (after {retries} retries)", model=route_.model,
-                           retries=retries, retryable=retryable) from exc
+                raise _failure(exc, route_.model, role, f"{route_.model}: {error} (after {retries} retries)",
+                               retries=retries, retryable=retryable, cut_off=cut_off) from exc
         completion = self._completion(route_, response, time.monotonic() - started, priced, tools)
         self._ledger.record(self._record(ctx, role, route_.model, completion, retries=retries))
         return completion
@@ -327,6 +339,19 @@ def attempt_timeout(limit_s: float, left_s: float) -> float:
     under a second.
     """
     return min(limit_s, float(math.ceil(left_s)))
+
+
+def _failure(exc: BaseException, model: str, role: Role, message: str, *, retries: int, retryable: bool,
+             cut_off: bool) -> LLMCallError:
+    """What a call that failed for good raises: ``DeadlineExceeded`` when the caller's deadline cut it off, else an
+    ``LLMCallError`` carrying the provider's error classified (``ModelAccessError`` when it is the user's to fix).
+    A scripted model's own bug is no provider's answer and carries none (:class:`ecdysis.llm.scripted.
+    ScriptedModelBug`)."""
+    if cut_off:
+        return DeadlineExceeded(message, model=model, retries=retries, retryable=retryable)
+    error = None if getattr(exc, "model_fault", False) else model_error(exc, model=model, role=role.value)
+    kind = ModelAccessError if error is not None and error.kind.is_users_to_fix else LLMCallError
+    return kind(message, model=model, retries=retries, retryable=retryable, error=error)
 
 
 def _key(route_: Route, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ecdysis.metrics import exclusion_causes, final_attempts
 from ecdysis.records import (
     FailureRecord,
     HarnessVersion,
@@ -119,3 +120,10 @@ def _fdcr_report(store: ArtifactStore, run_id: str, round: int) -> dict[str, Any
     except ValueError as err:
         raise StoreError(f"FDCR report fdcr/{run_id}/{round}/report in {store.uri} is not JSON: {err}") from None
     return value if isinstance(value, dict) else {"value": value}
+
+
+def stored_exclusions(store: ArtifactStore, run_id: str) -> tuple[int, dict[str, int]]:
+    """How many episodes ``run_id`` stored (the last attempt of each), and why those excluded from its metrics were
+    (with counts)."""
+    rows = final_attempts(store.read("trajectories", run_id=run_id))
+    return len(rows), exclusion_causes(rows)

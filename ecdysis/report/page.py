@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ecdysis.metrics import describe_exclusions, exclusion_causes, final_attempts
 from ecdysis.report import charts
 from ecdysis.report.assets import CSS, JS
 from ecdysis.report.data import RunData, load_runs
@@ -79,7 +80,20 @@ def _runs_section(runs: Sequence[RunData]) -> Html:
         tag("h2", "Runs", id="runs"),
         table(["run", "kind", "method", "status", "created", "models", "tasks", "rounds", "trajectories",
                "final harness", "verified"], rows, numeric=[6, 7, 8], id="runs-table"),
+        *_exclusions(runs),
     ]))
+
+
+def _exclusions(runs: Sequence[RunData]) -> list[Html]:
+    """One note per run whose episodes were excluded from its metrics, with their causes and counts."""
+    notes = []
+    for run in runs:
+        episodes = final_attempts(run.trajectories)
+        causes = exclusion_causes(episodes)
+        if causes:
+            line = describe_exclusions(sum(causes.values()), len(episodes), causes)
+            notes.append(tag("p", f"{run.run_id}: {line}", class_="note exclusions"))
+    return notes
 
 
 def _verified(run: RunData) -> str:

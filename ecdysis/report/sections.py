@@ -216,7 +216,7 @@ def heldout_section(rows: Sequence[HeldoutRow]) -> Html:
     for row in rows:
         s = row.summary
         body.append([row.run_id, row.method, s.model, tag("code", s.harness[:12]), s.n_tasks, s.n_trajectories,
-                     s.n_excluded, pct(s.accuracy), pct(s.pass_at_k), pct(s.pass_hat_k),
+                     s.n_excluded, pct(s.accuracy if s.scored else None), pct(s.pass_at_k), pct(s.pass_hat_k),
                      s.prompt_tokens + s.completion_tokens, pct(s.cache_hit_rate), usd(s.cost_usd),
                      num(s.mean_wall_time_s, 1)])
     headers = ["run", "method", "model", "harness", "tasks", "trajectories", "excluded", "accuracy", f"Pass@{k}",

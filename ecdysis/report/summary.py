@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ecdysis.evolution.accommodation import AccommodationRate, accepted_changes, rate_by_round
-from ecdysis.metrics import EvalSummary, is_success, summarize
+from ecdysis.metrics import EvalSummary, final_attempts, is_success, summarize
 from ecdysis.records import LLMCallRecord, RoundResult, Trajectory
 from ecdysis.report.data import RunData
 
@@ -83,7 +83,7 @@ def heldout_rows(runs: Iterable[RunData], k: int = DEFAULT_K) -> list[HeldoutRow
     rows = []
     for run in runs:
         cells: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
-        for t in run.trajectories:
+        for t in final_attempts(run.trajectories):  # a retried episode counts once, as its last attempt
             if t.phase == HELDOUT_PHASE:
                 cells[(t.harness_hash, t.model)].append(t)
         for (harness, model), group in sorted(cells.items(), key=lambda item: (item[0][1], item[0][0])):

@@ -8,12 +8,13 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ecdysis.llm.budget import Budget
 from ecdysis.ray_env import joined_cluster
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.distribution import HarnessDistribution
+from ecdysis.rollouts.model_errors import ModelErrorWatch
 from ecdysis.rollouts.settings import RolloutSettings
 from ecdysis.rollouts.warm import NAMESPACE, keeps_warm, warm_key, worker_name
 from ecdysis.rollouts.worker import RolloutWorker, failed_trajectory, unrecordable
@@ -26,8 +27,11 @@ class RolloutPool:
 
     Infrastructure endings (sandbox crash, worker loss) are retried up to ``settings.max_attempts`` attempts; the
     last attempt's record is kept and excluded from metrics by its termination reason. Every trajectory is
-    written to the store as soon as it finishes. On a cluster this process joined, the workers are warm workers
-    that outlive the pool for ``settings.keep_warm_s`` idle seconds (`ecdysis.rollouts.warm`).
+    written to the store as soon as it finishes. A model error that is the user's to fix (401, 403, 404), or the
+    same model error in ``settings.max_consecutive_model_errors`` episodes in a row, stops the evaluation: nothing
+    new starts, what is in flight finishes and is stored, and it raises :class:`~ecdysis.llm.errors.ModelFailure`.
+    On a cluster this process joined, the workers are warm workers that outlive the pool for
+    ``settings.keep_warm_s`` idle seconds (`ecdysis.rollouts.warm`).
 
     Example::
 
@@ -66,6 +70,8 @@ class RolloutPool:
         self.retries = 0
         self.workers_lost = 0
         self.hung_episodes = 0
+        self.model_errors = ModelErrorWatch(settings.max_consecutive_model_errors)
+        """Stops an evaluation on failed model calls that retrying cannot outlast."""
         self.budget = budget or Budget.of(settings.gateway)
         """The run's spending: every finished rollout (task model and user simulator) is charged to it."""
         self.trajectory_nodes: dict[str, str] = {}
@@ -152,9 +158,10 @@ class RolloutPool:
         in_flight: dict[Any, tuple[int, int, Any, Any]] = {}
         deadlines: dict[Any, float] = {}
         load = {id(w): 0 for w in self._workers}
+        stop: tuple[str, Trajectory] | None = None
         while pending or in_flight:
             over = self.budget.crossed()
-            if over is not None:
+            if over is not None or stop is not None:
                 pending.clear()  # start nothing new; what is in flight still finishes and is stored
             while pending and len(in_flight) < self.capacity:
                 index, attempt = pending.pop(0)
@@ -184,7 +191,11 @@ class RolloutPool:
                 if node is not None:
                     self.trajectory_nodes[trajectory.trajectory_id] = node
                 trajectory = self._write(trajectory)
-                if trajectory.termination_reason.is_infrastructure and attempt + 1 < self.settings.max_attempts:
+                why = self.model_errors.observe(trajectory)
+                if why is not None and stop is None:
+                    stop = (why, trajectory)
+                if trajectory.termination_reason.is_infrastructure and attempt + 1 < self.settings.max_attempts \
+                        and stop is None:
                     self.retries += 1
                     pending.append((index, attempt + 1))
                     if on_retry is not None:
@@ -194,6 +205,8 @@ class RolloutPool:
                 results[index] = trajectory
                 if on_result is not None:
                     on_result(trajectory)
+        if stop is not None:
+            self._stop(stop, len(results), len(requests))
         over = self.budget.crossed()
         if over is not None and len(results) < len(requests):
             from ecdysis.llm.errors import BudgetExceeded
@@ -202,6 +215,16 @@ class RolloutPool:
             raise BudgetExceeded(f"run budget crossed ({over}); {len(results)} of {len(requests)} episodes ran and "
                                  "are stored", run_id=run_id, usage=self.budget.rollouts)
         return [results[i] for i in range(len(requests))]
+
+    @staticmethod
+    def _stop(stop: tuple[str, Trajectory], ran: int, total: int) -> NoReturn:
+        """Raise :class:`~ecdysis.llm.errors.ModelFailure` for the episode ``stop`` names and why."""
+        from ecdysis.llm.errors import ModelFailure
+
+        why, trajectory = stop
+        assert trajectory.model_error is not None
+        raise ModelFailure(f"run {trajectory.run_id} stopped: {why}. {ran} of {total} episodes ran and are stored",
+                           error=trajectory.model_error)
 
     def _kill_hung(self, in_flight: dict[Any, tuple[int, int, Any, Any]], deadlines: dict[Any, float],
                    done: list[Any]) -> None:

@@ -28,6 +28,11 @@ class RolloutOptions(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
     """Attempts per episode when infrastructure fails (sandbox crash, worker loss); the last attempt's record is
     kept."""
+    max_consecutive_model_errors: int = Field(default=10, ge=1)
+    """The run stops once this many episodes in a row (attempts included, in the order they end) failed on the same
+    model error (model, role, error class and status), naming it; what ran is stored. Errors that are the user's to
+    fix (401, 403, 404) stop it at the first; a refusal of what was sent (400, 413, 422: a harness can provoke one)
+    never counts."""
     keep_warm_s: float = Field(default=300.0, ge=0)
     """On a Ray cluster the command joined (``ray.address``), rollout workers stay up this many seconds after their
     last episode, and the next command with the same settings, environment and code reuses them (no worker start-up;

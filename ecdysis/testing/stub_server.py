@@ -2,11 +2,16 @@
 
 Serves ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /stats`` (its counters). Replies come from a
 callable with the :class:`ecdysis.protocols.ScriptedModelFn` signature (or a ``"module:function"`` name of one);
-failures are injected deterministically from a seed, in request-arrival order. Example::
+failures are injected deterministically from a seed, in request-arrival order, or scripted request by request
+(``answers``, then ``then``): an error status (429 with ``Retry-After``), a request that hangs, a connection closed
+without a reply. Example::
 
     with StubServer(failure_rate=0.3, seed=7) as stub:
         gateway.complete("openai/stub", messages, role=Role.TASK)  # with models={"openai/stub": {"api_base": ...}}
         print(stub.requests, stub.failures)
+
+    with StubServer(answers=[None], then=401) as stub:  # the first chat request is answered, every later one is a 401
+        ...
 """
 
 from __future__ import annotations
@@ -19,9 +24,17 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 ReplyFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]], Any]
+
+Answer = int | Literal["hang", "close"] | None
+"""How the stub answers one chat request: None a normal reply, an int that HTTP error status (an OpenAI-style error
+body; 429 also sends ``Retry-After``), ``hang`` no answer until the server stops, ``close`` the connection closed
+without a reply."""
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 403: "permission_denied", 404: "model_not_found",
+               429: "rate_limit_exceeded"}
 
 
 def _words(value: Any) -> int:
@@ -52,6 +65,10 @@ class StubServer:
         cached_tokens: reported as ``usage.prompt_tokens_details.cached_tokens``.
         error_log: where a request handler's unexpected exception is written (its traceback) as it happens;
             they are also kept in :attr:`handler_errors` either way.
+        answers: how the first chat requests are answered, in arrival order (see :data:`Answer`), before
+            ``failure_rate`` draws; ``then``: how every request after them is answered (None: as ``failure_rate``
+            draws).
+        retry_after_s: the ``Retry-After`` header of every 429.
     """
 
     def __init__(self, reply: ReplyFn | str | None = None, *, failure_rate: float = 0.0,
@@ -59,7 +76,8 @@ class StubServer:
                  model_latency_s: dict[str, float] | None = None,
                  prompt_tokens: int | None = None, completion_tokens: int | None = None,
                  cached_tokens: int = 0, error_log: TextIO | None = None, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, answers: Sequence[Answer] = (), then: Answer = None,
+                 retry_after_s: float = 1.0) -> None:
         if not 0.0 <= failure_rate <= 1.0:
             raise ValueError(f"failure_rate must be within [0, 1], got {failure_rate}")
         if isinstance(reply, str):
@@ -87,6 +105,10 @@ class StubServer:
         self.host = host
         """Address to bind: loopback by default; a cluster's model server binds its network address."""
         self._port = port
+        self.answers = list(answers)
+        self.then = then
+        self.retry_after_s = retry_after_s
+        self._stopping = threading.Event()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -105,15 +127,19 @@ class StubServer:
 
     def start(self) -> StubServer:
         """Bind the port (default: a free one) and serve in a daemon thread."""
+        self._stopping.clear()
         self._server = _QuietServer((self.host, self._port), _Handler)
         self._server.stub = self
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-llm", daemon=True)
+        # serve_forever polls for shutdown: at its default 0.5 s, every stop took half a second
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="stub-llm", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop serving and release the port. Idempotent."""
+        """Stop serving and release the port (requests left hanging end without a reply). Idempotent."""
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -124,6 +150,23 @@ class StubServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def next_answer(self) -> Answer:
+        """How to answer this chat request: the next scripted answer, else ``then``, else a seeded draw."""
+        with self._lock:
+            scripted = self.requests < len(self.answers)
+            answer = self.answers[self.requests] if scripted else self.then
+            if scripted or answer is not None:
+                self.requests += 1
+                key = answer if isinstance(answer, int) else 200 if answer is None else 0  # 0: no status sent
+                self.status_counts[key] = self.status_counts.get(key, 0) + 1
+                self.failures += answer is not None
+                return answer
+        return self.draw_failure()
+
+    def hang(self) -> None:
+        """Hold a request unanswered until the server stops."""
+        self._stopping.wait()
 
     def draw_failure(self) -> int | None:
         """The status to fail this request with, or None; advances the seeded sequence."""
@@ -225,6 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
+        if status == 429:
+            self.send_header("Retry-After", f"{self.stub.retry_after_s:g}")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -274,7 +319,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.stub._leave()
 
     def _chat(self, raw: bytes) -> None:
-        status = self.stub.draw_failure()
+        answer = self.stub.next_answer()
+        if answer in ("hang", "close"):
+            if answer == "hang":
+                self.stub.hang()
+            self.close_connection = True  # no reply at all: the client sees its connection end
+            return
+        status = answer if isinstance(answer, int) else None
         try:
             body: Any = json.loads(raw or b"{}")
         except ValueError as exc:
@@ -283,8 +334,8 @@ class _Handler(BaseHTTPRequestHandler):
         if latency:
             time.sleep(latency)
         if status is not None:
-            self._send(status, {"error": {"message": f"injected failure {status}", "type": "stub_error",
-                                          "code": str(status)}})
+            self._send(status, {"error": {"message": f"injected failure {status}",
+                                          "type": ERROR_TYPES.get(status, "stub_error"), "code": str(status)}})
             return
         try:
             if isinstance(body, Exception):

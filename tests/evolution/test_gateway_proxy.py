@@ -97,6 +97,21 @@ def test_bad_requests_get_clear_errors(gateway: Gateway) -> None:
         GatewayProxy(gateway, ECHO, host="0.0.0.0")
 
 
+def test_a_model_the_run_cannot_use_is_kept_for_the_caller_to_raise() -> None:
+    """The CLI behind the proxy only sees an upstream error; the proxy keeps the provider's refusal so the coding
+    run raises it, and the training run stops instead of rejecting one candidate after another."""
+    from ecdysis.llm import GatewayConfig, ModelAccessError, ModelConfig
+    from ecdysis.testing.stub_server import StubServer
+
+    with StubServer(then=401) as stub:
+        gateway = Gateway(GatewayConfig(models={"openai/coder": ModelConfig(api_base=stub.api_base)}))
+        with GatewayProxy(gateway, "openai/coder") as proxy:
+            status, raw = _post(f"{proxy.base_url}/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+    assert status == 502 and "AuthenticationError" in json.loads(raw)["error"]["message"]
+    assert isinstance(proxy.refused, ModelAccessError) and proxy.refused.error is not None
+    assert proxy.refused.error.role == "coder"
+
+
 def test_relay_reaches_the_proxy_on_a_unix_socket(gateway: Gateway, tmp_path: Path) -> None:
     socket_path = tmp_path / "proxy.sock"
     port = free_port()
