@@ -81,6 +81,7 @@ class PackRollouts(_Strict):
 
     episodes_per_worker: int = 8
     max_attempts: int = 3
+    max_consecutive_model_errors: int = Field(default=10, ge=1)
     max_steps: int | None = None
     wall_clock_s: float | None = None
     max_wall_clock_s: float | None = None
@@ -157,6 +158,7 @@ class PackEvalSettings(_Strict):
 
     episodes_per_worker: int = 8
     max_attempts: int = 3
+    max_consecutive_model_errors: int = Field(default=10, ge=1)
     max_steps: int | None = None
     wall_clock_s: float | None = None
     max_wall_clock_s: float | None = None
