@@ -11,7 +11,7 @@ DEMO_STAMP := $(VENV)/.ecdysis-demo.stamp
 LOCAL_STAMP := $(VENV)/.ecdysis-local-runtime.stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup host-packages coding-agents local-runtime test test-fast lint demo study bench sandbox-ready cluster-test cluster-bench
+.PHONY: setup host-packages coding-agents local-runtime test test-fast coverage lint demo study bench sandbox-ready cluster-test cluster-bench
 
 # Host packages first (the venv and the local-model runtime's build need them); each step checks before it installs.
 setup: host-packages $(SETUP_STAMP) coding-agents
@@ -60,6 +60,15 @@ FAST_DESELECT := not (docker or sandbox or ray or mariadb or browser or s3 or co
 test-fast: setup
 	@rc=0; $(PY) -m pytest -q -m "$(FAST_DESELECT)" $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
+	exit $$rc
+
+# Line coverage of ecdysis/ over the whole suite, CLI subprocesses and Ray workers included (pyproject.toml's
+# [tool.coverage.run]); prints the per-file table and the total that tests/README.md keeps.
+COVERAGE_ENV := COVERAGE_FILE=$(CURDIR)/.coverage-data/.coverage
+coverage: setup sandbox-ready local-runtime
+	@rm -rf .coverage-data && mkdir -p .coverage-data; rc=0; \
+	$(COVERAGE_ENV) $(PY) -m coverage run -m pytest -q $(PYTEST_ARGS) || rc=$$?; \
+	$(COVERAGE_ENV) $(PY) -m coverage combine -q && $(COVERAGE_ENV) $(PY) -m coverage report --sort=cover; \
 	exit $$rc
 
 lint: setup

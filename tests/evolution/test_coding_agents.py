@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
-from ecdysis.benchmarks.tau2.scripted import REPEAT_MARKER
+from ecdysis.benchmarks.tau2.config import Tau2Config
+from ecdysis.benchmarks.tau2.scripted import FIXES, LINE_FIRST_MARKER, REPEAT_MARKER
 from ecdysis.coders import AiderConfig, CodingAgentFailed, OpenCodeConfig, SandboxedCLIAgent
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent
 from ecdysis.coders.sandboxed import Invocation, foreign_packages, run_cli
 from ecdysis.config import parse_config
 from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop, method
@@ -33,6 +35,7 @@ from ecdysis.store import ArtifactStore
 
 TAU2 = Tau2Benchmark()
 HUMAN = TAU2.seed_harnesses()["human"]
+TELECOM_HUMAN = Tau2Config(domain="telecom").build().seed_harnesses()["human"]
 TASKS = ["0", "7", "9", "14"]
 TAU = "scripted/ecdysis.benchmarks.tau2.scripted"
 SECRET = "sk-ecdysis-test-SECRET-0123456789"
@@ -81,8 +84,11 @@ class Recorder:
 ], ids=["opencode", "aider"])
 def test_the_cli_makes_the_same_fix_as_the_builtin_coder(config: OpenCodeConfig | AiderConfig, coder: str,
                                                           requests: int, tmp_path: Path, store: ArtifactStore,
-                                                          gateway: Gateway, backend: SandboxBackend) -> None:
+                                                          gateway: Gateway, memory_backend: SandboxBackend) -> None:
+    """The whole round with each CLI as the coder, its episodes on the in-memory sandbox: the same round on the process
+    sandbox is ``test_tau_loop``'s, and nothing of the coder's step depends on the episodes' sandbox."""
     _needs(config)
+    backend = memory_backend
     run_id = f"tau-{config.type}"
     settings = LoopSettings(run_id=run_id, method="ecdysis", harness_dir=HUMAN, workspace=tmp_path / "ws",
                             max_rounds=2)
@@ -108,6 +114,29 @@ def test_the_cli_makes_the_same_fix_as_the_builtin_coder(config: OpenCodeConfig 
         assert run.requests[1]["tool_calls"] == ["edit"] and run.requests[2]["roles"][-1] == "tool"
     coder_calls = [c for c in store.read("llm_calls", run_id=run_id) if c.role == Role.CODER]
     assert len(coder_calls) == requests  # accounted through the gateway as the coder
+
+
+@pytest.mark.coding_agent
+@pytest.mark.parametrize(("config", "coder"), [
+    (OpenCodeConfig(timeout_s=120), "opencode_coder"),
+    (AiderConfig(timeout_s=120), "aider_coder"),
+], ids=["opencode", "aider"])
+def test_the_cli_makes_the_builtin_coders_telecom_fix(config: OpenCodeConfig | AiderConfig, coder: str,
+                                                      tmp_path: Path, gateway: Gateway) -> None:
+    """The telecom half of the coder × benchmark matrix, at the coder's seam: given the specification of the telecom
+    round (hold back a phone request until the line was read), each CLI leaves the telecom ``human`` bundle exactly as
+    the built-in coder does, whose candidate ``test_tau_telecom_loop`` and ``test_telecom_cli`` train and evaluate."""
+    _needs(config)
+    spec = ModificationSpec(spec_id="telecom-line-first", proposed_changes=[ProposedChange(
+        component="loop_control", rationale="the agent asks for phone actions before reading the line",
+        description=FIXES[1].hint)])
+    builtin = BuiltinCodingAgent(gateway, f"{TAU}:coder").apply(spec, copy_bundle(TELECOM_HUMAN, tmp_path / "builtin"),
+                                                                run_id="telecom-builtin", round=0)
+    agent = SandboxedCLIAgent(gateway, f"{TAU}:{coder}", config)
+    edited = agent.apply(spec, copy_bundle(TELECOM_HUMAN, tmp_path / "cli"), run_id=f"telecom-{config.type}", round=0)
+    assert agent.last_run is not None and agent.last_run.changed == ["loop.py"], agent.last_run
+    assert LINE_FIRST_MARKER in (edited / "loop.py").read_text()
+    assert (edited / "loop.py").read_text() == (builtin / "loop.py").read_text()
 
 
 def _changed(diff: str) -> list[str]:

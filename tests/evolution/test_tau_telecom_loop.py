@@ -51,7 +51,10 @@ def training_tasks() -> list[str]:
 
 @pytest.mark.slow
 def test_ecdysis_finds_the_repeated_write_fix_on_telecom(tmp_path: Path, store: ArtifactStore, gateway: Gateway,
-                                                         backend: SandboxBackend) -> None:
+                                                         memory_backend: SandboxBackend) -> None:
+    """On the in-memory sandbox: the process sandbox runs the same loop in ``test_tau_loop`` and the telecom CLI run
+    (``test_telecom_cli``)."""
+    backend = memory_backend
     tasks = training_tasks()
     assert len(tasks) == 4
     result = _train("telecom-ecdysis", "repeat_write_agent", tasks, tmp_path, store, gateway, backend)
@@ -74,7 +77,9 @@ solves on the account alone (a transfer: no request to the phone, it passes)."""
 
 @pytest.mark.slow
 def test_ecdysis_holds_back_a_phone_request_made_before_the_line_was_read(
-        tmp_path: Path, store: ArtifactStore, gateway: Gateway, backend: SandboxBackend) -> None:
+        tmp_path: Path, store: ArtifactStore, gateway: Gateway, memory_backend: SandboxBackend) -> None:
+    """On the in-memory sandbox: ``test_telecom_cli`` trains the same fix through the CLI on the process sandbox."""
+    backend = memory_backend
     result = _train("telecom-hasty", "hasty_agent", HASTY_TASKS, tmp_path, store, gateway, backend)
     first = result.rounds[0]
     assert first.base_score == pytest.approx(0.25) and first.n_failures == 3

@@ -41,9 +41,10 @@ def local_ray(_ray_session: None) -> dict[str, Any]:
     return dict(ray.cluster_resources())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster_address() -> Iterator[str]:
-    """A one-node Ray cluster (2 CPUs) the CLI runs join; this process does not connect to it."""
+    """A one-node Ray cluster (2 CPUs) that the CLI runs of every module join, standing for the whole session as a
+    user's does; this process does not connect to it."""
     cluster = cluster_with_product_settings(num_cpus=2)
     try:
         yield str(cluster.address)

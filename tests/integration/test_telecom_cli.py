@@ -1,9 +1,9 @@
 """The built-in ``scripted-telecom`` config through the real CLI (subprocesses joining one Ray cluster started for the
-module, process sandbox): ``ecdysis train`` lifts the telecom ``human`` seed from 0.25 to 1.0 against a task model that
-asks the customer to act on their phone before reading the line's status (``hasty_agent``), with each coding agent
-(built-in, OpenCode, aider); ``ecdysis eval`` shows the trained harness solving telecom's held-out tasks; ``ecdysis
-export --format tau2`` writes files τ²'s ``Results.load`` reads and its evaluator grades as we did; ``ecdysis verify``
-agrees; ``ecdysis replay`` reproduces the run from its response cache."""
+session, process sandbox): ``ecdysis train`` lifts the telecom ``human`` seed from 0.25 to 1.0 against a task model that
+asks the customer to act on their phone before reading the line's status (``hasty_agent``), with the built-in coder
+(OpenCode and aider make the same edit: ``test_coding_agents``); ``ecdysis eval`` shows the trained harness solving
+telecom's held-out tasks; ``ecdysis export --format tau2`` writes files τ²'s ``Results.load`` reads and its evaluator
+grades as we did; ``ecdysis verify`` agrees; ``ecdysis replay`` reproduces the run from its response cache."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from integration_support import tau2_regrade
 
 from ecdysis.benchmarks.tau2.scripted import LINE_FIRST_MARKER, REPEAT_MARKER
 from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
-from ecdysis.coders import AiderConfig, OpenCodeConfig
 from ecdysis.records import RoundResult, RunManifest, Trajectory
 from ecdysis.store import ArtifactStore
 
@@ -142,30 +141,3 @@ def test_the_telecom_run_replays_identically_from_its_cache(trained: tuple[Path,
     assert {c.role.value for c in calls} >= {"task", "user", "diagnoser", "coder"}
     assert all(c.cache_hit and c.error is None for c in calls)
 
-
-def _bwrap_works() -> str | None:
-    if shutil.which("bwrap") is None:
-        return "bubblewrap is not installed (sandbox/ensure-host-packages.sh installs it)"
-    done = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True)
-    return None if done.returncode == 0 else f"bubblewrap cannot make namespaces here: {done.stderr.decode()[:200]}"
-
-
-@pytest.mark.coding_agent
-@pytest.mark.parametrize(("coder", "model"), [
-    (OpenCodeConfig(timeout_s=180), "opencode_coder"),
-    (AiderConfig(timeout_s=180), "aider_coder"),
-], ids=["opencode", "aider"])
-def test_train_fixes_it_with_an_external_coding_agent(coder: OpenCodeConfig | AiderConfig, model: str, tmp_path: Path,
-                                                      cluster_address: str) -> None:
-    """The same run with the coding step done by the OpenCode or aider CLI (sandboxed, no network), whose model, a
-    scripted one behind our gateway, speaks that CLI's protocol."""
-    why = _bwrap_works() or coder.installed()
-    if why:
-        pytest.skip(why)
-    config = _config(tmp_path, coder.type, coder={"type": coder.type, "timeout_s": coder.timeout_s},
-                     coder_model=f"{TAU}:{model}")
-    out = _ecdysis("train", str(config), "--store", str(tmp_path / "runs"), "--no-heldout", "--ray-address",
-                   cluster_address, timeout=420)
-    assert "base 0.250 → candidate 1.000" in out and "final training score 1.000" in out
-    store = ArtifactStore(tmp_path / "runs")
-    _assert_fixed(store, _train_run(store).run_id)

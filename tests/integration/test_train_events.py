@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_support import cluster_with_product_settings
 
 from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
 from ecdysis.records import EventKind, HarnessVersion, Phase, Role, RunEvent
@@ -68,28 +67,24 @@ def _run_id(store: ArtifactStore, proc: subprocess.Popen[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Two finished runs on one module Ray cluster: ``live`` (mirrored into a live MLflow server, followed by
+def tracked(tmp_path_factory: pytest.TempPathFactory, cluster_address: str) -> Iterator[dict[str, Any]]:
+    """Two finished runs on the session's Ray cluster: ``live`` (mirrored into a live MLflow server, followed by
     ``runs watch`` while it runs) and ``dead`` (tracking pointed at a port nobody listens on)."""
     root = tmp_path_factory.mktemp("tracked")
-    cluster = cluster_with_product_settings(num_cpus=2)
-    try:
-        address = str(cluster.address)
-        dead_uri = f"http://127.0.0.1:{free_port()}"
-        dead = _start("train", str(_config(root, "dead", dead_uri)), "--store", str(root / "dead"),
-                      "--no-heldout", "--ray-address", address)  # runs while the MLflow server starts
-        with mlflow_server(root / "mlflow") as uri:
-            live = _start("train", str(_config(root, "live", uri)), "--store", str(root / "live"),
-                          "--ray-address", address)
-            live_store, dead_store = ArtifactStore(root / "live"), ArtifactStore(root / "dead")
-            watch = _start("runs", "watch", _run_id(live_store, live), "--store", str(root / "live"),
-                           "--interval", "0.5")
-            outputs = {"live": _finish(live), "watch": _finish(watch), "dead": _finish(dead)}
-            yield {"uri": uri, "dead_uri": dead_uri, "outputs": outputs, "live": live_store, "dead": dead_store,
-                   "live_run": live_store.list_runs()[0].run_id, "dead_run": dead_store.list_runs()[0].run_id,
-                   "root": root, "address": address}
-    finally:
-        cluster.shutdown()
+    address = cluster_address
+    dead_uri = f"http://127.0.0.1:{free_port()}"
+    dead = _start("train", str(_config(root, "dead", dead_uri)), "--store", str(root / "dead"),
+                  "--no-heldout", "--ray-address", address)  # runs while the MLflow server starts
+    with mlflow_server(root / "mlflow") as uri:
+        live = _start("train", str(_config(root, "live", uri)), "--store", str(root / "live"),
+                      "--ray-address", address)
+        live_store, dead_store = ArtifactStore(root / "live"), ArtifactStore(root / "dead")
+        watch = _start("runs", "watch", _run_id(live_store, live), "--store", str(root / "live"),
+                       "--interval", "0.5")
+        outputs = {"live": _finish(live), "watch": _finish(watch), "dead": _finish(dead)}
+        yield {"uri": uri, "dead_uri": dead_uri, "outputs": outputs, "live": live_store, "dead": dead_store,
+               "live_run": live_store.list_runs()[0].run_id, "dead_run": dead_store.list_runs()[0].run_id,
+               "root": root, "address": address}
 
 
 def _events(store: ArtifactStore, run_id: str) -> list[RunEvent]:
