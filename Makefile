@@ -10,6 +10,11 @@ SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 DEMO_STAMP := $(VENV)/.ecdysis-demo.stamp
 LOCAL_STAMP := $(VENV)/.ecdysis-local-runtime.stamp
 PYTEST_ARGS ?=
+# The suite runs its modules on this many pytest-xdist workers (a module stays on one worker, with its fixtures): half
+# of its time is spent waiting on Ray, Docker, MariaDB and subprocesses, so 2 workers keep 2 cores busy.
+# `make test TEST_WORKERS=0` runs it in this process alone.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: setup host-packages coding-agents local-runtime test test-fast coverage lint demo study bench sandbox-ready cluster-test cluster-bench
 
@@ -50,7 +55,7 @@ sandbox-ready:
 
 # pytest exits 5 when it collects no tests: that is a failure here, and said so.
 test: setup sandbox-ready local-runtime
-	@rc=0; $(PY) -m pytest -q $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 	exit $$rc
 
@@ -67,7 +72,7 @@ test-fast: setup
 COVERAGE_ENV := COVERAGE_FILE=$(CURDIR)/.coverage-data/.coverage
 coverage: setup sandbox-ready local-runtime
 	@rm -rf .coverage-data && mkdir -p .coverage-data; rc=0; \
-	$(COVERAGE_ENV) $(PY) -m coverage run -m pytest -q $(PYTEST_ARGS) || rc=$$?; \
+	$(COVERAGE_ENV) $(PY) -m coverage run -m pytest -q $(XDIST) $(PYTEST_ARGS) || rc=$$?; \
 	$(COVERAGE_ENV) $(PY) -m coverage combine -q && $(COVERAGE_ENV) $(PY) -m coverage report --sort=cover; \
 	exit $$rc
 
