@@ -45,7 +45,7 @@ def run(episodes: int = 20, statements: int = 20) -> dict[str, Any]:
         services = {"watched": DBBenchService(server), "unwatched": DBBenchService(server, storage=None)}
         samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in services}
         try:
-            for name, service in services.items():  # warm-up: pools, caches
+            for service in services.values():  # warm-up: pools, caches
                 _episode(service, task, statements)
             for _ in range(episodes):
                 for name, service in services.items():
