@@ -208,9 +208,11 @@ def _docker_cpu(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
         return {"docker": None, "reason": "no Docker daemon answers"}
     # 32 at once: the throughput section's process-sandbox row at 32 (same latency and tasks) is printed beside it.
     concurrency = min(sizes.tau2_concurrency, 32)
+    # Fresh containers from the warm pool (the default) and containers reused across episodes (opt-in), side by side.
     with LatencyServer(sizes.rollout_latency_s) as server:
-        row = rollout_bench.run_batch(server, concurrency, sizes.docker_cpu_episodes, tasks=tasks, sandbox="docker")
-    return {"docker": row}
+        return {key: rollout_bench.run_batch(server, concurrency, sizes.docker_cpu_episodes, tasks=tasks,
+                                             sandbox=kind)
+                for key, kind in (("docker", "docker"), ("docker_reuse", "docker-reuse"))}
 
 
 def main(argv: list[str] | None = None) -> int:
