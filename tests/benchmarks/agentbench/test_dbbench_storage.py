@@ -125,8 +125,9 @@ def test_an_episode_filling_the_server_scores_zero_and_spares_its_neighbour(serv
             neighbour.start()
             assert _as_a_tool_call(attacker, attack[-1]) is TerminationReason.HARNESS_ERROR
             neighbour.join()
-            # What the attacker holds stays near its quota: a statement is stopped within milliseconds of passing it.
-            assert allocated(server.data_dir / attacker.database) < TEST_LIMITS.quota + 16 * MIB
+            # What the attacker holds stays near its quota: a statement is stopped within milliseconds of passing it
+            # (at the default 8 MiB the one-statement fill held 10-20 MiB after the stop in 8 runs at load 7-10).
+            assert allocated(server.data_dir / attacker.database) < TEST_LIMITS.quota + 32 * MIB
             assert attacker.grade().reward == 0.0
             assert ends == [None] and honest.grade().reward == 1.0
             assert service.boot_id() == boot  # the server never went down

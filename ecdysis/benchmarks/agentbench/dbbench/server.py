@@ -113,7 +113,7 @@ class MariaDBServer:
     Sizing of ``data_limit`` (512M): the server's own files take about 170 MiB at most (system tablespace and undo
     about 20, redo log 16, ``ibtmp1`` up to ``temp_limit``), ``storage.StorageLimits.reserve`` (64 MiB) stays free,
     and each episode may take its quota (8 MiB), as much undo for its largest statement, and what a statement writes
-    between two checks (measured: under 24 MiB); so about 9 episodes fit at full quota at once. Past that, the
+    before it is stopped (measured: 12 MiB at most); so about 9 episodes fit at full quota at once. Past that, the
     reserve stops every statement that is growing before the volume fills.
     """
 
