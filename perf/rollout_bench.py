@@ -35,9 +35,11 @@ sandboxes at 128 concurrent (1.6 GB resident), most of them started for nothing 
 
 
 def sandbox_config(kind: str, warm_pool: int = 4) -> dict[str, Any]:
-    """The sandbox section for ``kind`` (``process`` or ``docker``): a warm pool of ``warm_pool`` per worker."""
-    if kind == "docker":
-        return {"type": "docker", "warm_pool": warm_pool, "labels": {"ecdysis.bench": "1"}}
+    """The sandbox section for ``kind`` (``process``, ``docker``, or ``docker-reuse``: containers reused for 100
+    episodes, opt-in): a warm pool of ``warm_pool`` per worker."""
+    if kind in ("docker", "docker-reuse"):
+        reuse = {"reuse_episodes": 100} if kind == "docker-reuse" else {}
+        return {"type": "docker", "warm_pool": warm_pool, "labels": {"ecdysis.bench": "1"}, **reuse}
     return {"type": "process", "warm_pool": warm_pool}
 
 

@@ -150,7 +150,9 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
             "fast": rollout_bench.throughput(sizes.fast_latency_s, [sizes.fast_concurrency], tasks=tasks,
                                              episodes_per_slot=sizes.fast_episodes_per_slot)},
         "tau2": lambda: _tau2_side_by_side(sizes, tasks),
-        "sandbox": lambda: sandbox_bench.run(sizes.sandbox_n, max_concurrent=sizes.sandbox_concurrent),
+        "sandbox": lambda: sandbox_bench.run(sizes.sandbox_n, max_concurrent=sizes.sandbox_concurrent,
+                                             steady_episodes=2 * sizes.sandbox_concurrent,
+                                             steady_concurrency=max(1, sizes.sandbox_concurrent // 2)),
         "cpu": lambda: _docker_cpu(sizes, tasks),
         "startup": lambda: startup_bench.run(sizes.startup_repeats),
         "agentbench": lambda: agentbench_bench.run(latency_s=sizes.fast_latency_s,
@@ -208,9 +210,11 @@ def _docker_cpu(sizes: Sizes, tasks: list[str]) -> dict[str, Any]:
         return {"docker": None, "reason": "no Docker daemon answers"}
     # 32 at once: the throughput section's process-sandbox row at 32 (same latency and tasks) is printed beside it.
     concurrency = min(sizes.tau2_concurrency, 32)
+    # Fresh containers from the warm pool (the default) and containers reused across episodes (opt-in), side by side.
     with LatencyServer(sizes.rollout_latency_s) as server:
-        row = rollout_bench.run_batch(server, concurrency, sizes.docker_cpu_episodes, tasks=tasks, sandbox="docker")
-    return {"docker": row}
+        return {key: rollout_bench.run_batch(server, concurrency, sizes.docker_cpu_episodes, tasks=tasks,
+                                             sandbox=kind)
+                for key, kind in (("docker", "docker"), ("docker_reuse", "docker-reuse"))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -92,12 +92,15 @@ class DockerSandboxConfig(_Common):
     """CPU quota in billionths of a CPU (1e9 = one core)."""
     init: bool = True
     """Run a tiny init as PID 1 so stray child processes are reaped and signals delivered."""
-    reuse_episodes: int = Field(default=100, ge=0)
-    """Episodes one container serves before it is removed. Above 1, a container holds an idle root process with no
-    capabilities and each episode is a ``docker exec`` of the runtime as ``user``, which first kills every process of
-    that uid and empties /tmp, /dev/shm and its IPC objects; a container goes back for another episode only after a
-    clean end (``finish``, then exit 0, no OOM kill). 0 or 1 (or ``init`` off): one container per episode, the runtime
-    its own process."""
+    reuse_episodes: int = Field(default=1, ge=0)
+    """Episodes one container serves before it is removed. 0 or 1 (the default, or ``init`` off): one fresh container
+    per episode, the runtime its own process; the warm pool (``warm_pool``) starts them ahead, so an episode does not
+    wait for one. Above 1 (opt-in, for harnesses you trust): a container holds an idle root process with no
+    capabilities and each episode is a ``docker exec`` of the runtime as ``user``; between episodes every process of
+    that uid is killed and /tmp, /dev/shm and its IPC objects emptied, and a container goes back only after a clean
+    end (``finish``, then exit 0, no OOM kill). Files and processes do not cross then, but counters do: the pid
+    namespace's next pid, /tmp's inode numbers, the SysV IPC id sequence and the memory cgroup's peak carry values
+    one episode chose into the next (sandbox/PROTOCOL.md), so trials are not independent."""
     log_driver: str = "none"
     """Docker log driver of the containers. The host reads everything a sandbox writes from its attach stream, so
     by default the daemon keeps no second copy (``json-file`` keeps one, for ``docker logs``)."""

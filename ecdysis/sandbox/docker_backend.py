@@ -266,11 +266,13 @@ class _ImageGone(SandboxUnavailable):
 class DockerBackend(PooledBackend):
     """SandboxBackend of Docker containers (see DockerSandboxConfig for what each container gets).
 
-    With ``reuse_episodes`` above 1, a container that ended its episode cleanly is reclaimed at once (every process
-    the episode left is killed and every writable place emptied, then checked as root: see ``_Container.reclaim``),
-    then waits in a per-bundle list (at most ``warm_pool`` + the bundle's sandboxes in flight) and the next sandbox of
-    that bundle is an exec in it. A container whose reclaim fails is removed; where an image cannot run the wipe
-    at all, the backend stops reusing containers.
+    By default every episode gets a new container, started ahead by the warm pool: nothing an episode sets in its
+    container's namespaces and cgroup (pid and inode counters, IPC ids, the memory peak) reaches another episode.
+    With ``reuse_episodes`` above 1 (opt-in; those counters then cross, see the setting), a container that ended its
+    episode cleanly is reclaimed at once (every process the episode left is killed and every writable place emptied,
+    then checked as root: see ``_Container.reclaim``), then waits in a per-bundle list (at most ``warm_pool`` + the
+    bundle's sandboxes in flight) and the next sandbox of that bundle is an exec in it. A container whose reclaim
+    fails is removed; where an image cannot run the wipe at all, the backend stops reusing containers.
     """
 
     def __init__(self, config: DockerSandboxConfig | None = None) -> None:
@@ -294,6 +296,10 @@ class DockerBackend(PooledBackend):
         """Set when an image could not run the wipe at all: each episode then gets a new container."""
         self._containers: dict[str, deque[_Container]] = {}
         """Reusable containers with no episode running, per bundle hash (guarded by the pool's lock)."""
+        if self._reusing:
+            log.warning("Docker sandboxes are reused for up to %d episodes (sandbox.docker.reuse_episodes): a harness "
+                        "can pass values to its later episodes through the container's counters (sandbox/PROTOCOL.md)",
+                        self.config.reuse_episodes)
         # Containers of owners that died without cleaning up (a killed worker) go when the next backend starts.
         with contextlib.suppress(Exception):
             self.cleanup_orphans()

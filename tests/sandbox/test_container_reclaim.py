@@ -28,7 +28,7 @@ def docker_backend() -> Iterator[Any]:
     reason = docker_skip_reason()
     if reason:
         pytest.skip(reason)
-    made = make_backend(limits_config("docker"))
+    made = make_backend(limits_config("docker", reuse_episodes=100))  # reuse is opt-in
     yield made
     made.shutdown()
 

@@ -1,4 +1,6 @@
-"""Docker containers serve several episodes of one harness, and an episode still finds nothing of the one before."""
+"""Every episode gets a fresh Docker container by default, so no value a harness sets in one episode reaches the next;
+containers reused on request (``reuse_episodes`` above 1) serve several episodes of one harness, and an episode still
+finds no file or process of the one before (though the container's counters carry over, as the last test shows)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sandbox_support import BUNDLES, assert_gone, docker_client, docker_skip_reason, limits_config
+from sandbox_support import BUNDLES, MIB, assert_gone, docker_client, docker_skip_reason, limits_config
 
 from ecdysis.records import TerminationReason
 from ecdysis.sandbox import ProtocolOutcome, bundle_hash, make_backend, run_protocol
@@ -24,7 +26,7 @@ def reusing() -> Iterator[Any]:
     reason = docker_skip_reason()
     if reason:
         pytest.skip(reason)
-    backend = make_backend(limits_config("docker"))
+    backend = make_backend(limits_config("docker", reuse_episodes=100))
     yield backend
     backend.shutdown()
 
@@ -141,3 +143,34 @@ def test_out_of_memory_in_a_reused_container(reusing: Any) -> None:
     assert outcome.finish_reason is TerminationReason.OUT_OF_MEMORY, (outcome.note, outcome.stderr_tail)
     assert not sandbox.returned
     assert_gone(sandbox)
+
+
+MARK = 300
+"""How far the marking episode moves each counter (the finding's harness wrote 777)."""
+
+
+@pytest.mark.parametrize("reuse_episodes", [None, 100], ids=["default_fresh_containers", "reuse_opted_in"])
+def test_counters_a_harness_moves_do_not_reach_its_next_episode(reuse_episodes: int | None) -> None:
+    """Issue 50, finding 4: a harness moved the pid counter, /tmp's inode numbers, the SysV IPC ids and the memory
+    peak of its container by a chosen value and read it back in its next episode. By default the next episode reads
+    exactly what it reads after an episode that moved nothing; with reuse opted in, the values still cross."""
+    reason = docker_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    overrides = {} if reuse_episodes is None else {"reuse_episodes": reuse_episodes}
+    backend = make_backend(limits_config("docker", **overrides))
+    try:
+        control = report(run(backend, {"attack": "counters"})[0])
+        report(run(backend, {"attack": "mark", "value": MARK, "memory_mb": 128})[0])
+        seen = report(run(backend, {"attack": "counters"})[0])
+    finally:
+        backend.shutdown()
+    assert control["memory_peak"] is not None, control  # the cgroup's peak is readable in the container
+    if reuse_episodes is None:
+        assert (seen["inode"], seen["ipc"]) == (control["inode"], control["ipc"]), (control, seen)
+        # A new container's own start takes the first few pids (7 to 9 here, as its threads race), whatever ran before.
+        assert abs(seen["pid"] - control["pid"]) <= 4, (control, seen)
+        assert abs(seen["memory_peak"] - control["memory_peak"]) < 16 * MIB, (control, seen)
+    else:
+        assert seen["pid"] >= control["pid"] + MARK and seen["inode"] >= control["inode"] + MARK, (control, seen)
+        assert seen["ipc"] > control["ipc"] and seen["memory_peak"] >= 128 * MIB, (control, seen)

@@ -11,7 +11,7 @@ from perf.sandbox_bench import run
 @pytest.mark.docker
 @pytest.mark.sandbox
 def test_benchmark_reports_all_figures() -> None:
-    results = run(n=2, max_concurrent=2)
+    results = run(n=2, max_concurrent=2, steady_episodes=2, steady_concurrency=1, steady_model_s=0.0)
     kinds = ["process", "docker"] if docker_available() else ["process"]
     for kind in kinds:
         figures = results[kind]
@@ -20,6 +20,9 @@ def test_benchmark_reports_all_figures() -> None:
         assert figures["concurrent"]["episodes_ok"] == figures["concurrent"]["started"] == 2
     if "docker" in kinds:
         assert results["docker"]["reused_start"]["reused"] == 2  # every start after the first was in a reused container
+        for mode in ("fresh", "reuse"):
+            steady = results["docker"]["steady"][mode]
+            assert steady["acquire"]["n"] == 2 and steady["cpu_s_per_episode"] > 0, (mode, steady)
         calls = results["docker"]["api_calls"]
         # A reused episode: the runtime's exec, the wipe and the root check at release (3 execs) and one inspect; no
         # create, start or remove, which a container per episode pays instead.

@@ -10,7 +10,13 @@ Every statement passes :func:`~ecdysis.benchmarks.agentbench.dbbench.statements.
 the server's boot id when it opens; when the server is gone, or has restarted since (checked whenever the agent's
 connection has to be made again and when the final answer is committed, at which point a DML task's table is hashed),
 the tool call raises :class:`~ecdysis.benchmarks.agentbench.dbbench.faults.ServerLost`, which ends the episode as
-``infrastructure_error``. Grading itself then needs no server.
+``infrastructure_error``, unless the server's crash report names one of the episode's own connections: then the
+episode caused the crash and ends as ``harness_error`` (``ServerKilled``). Grading itself then needs no server.
+
+What an episode writes is bounded: while each statement runs, a
+:class:`~ecdysis.benchmarks.agentbench.dbbench.storage.StatementWatch` measures the episode's footprint and stops the
+statement when it passes the episode's quota, or grows while the server's volume is short of space; the episode then
+ends as ``harness_error`` (``StorageExceeded``).
 """
 
 from __future__ import annotations
@@ -28,10 +34,18 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 
-from ecdysis.benchmarks.agentbench.dbbench.faults import ServerLost
+from ecdysis.benchmarks.agentbench.dbbench.faults import ServerKilled, ServerLost, StorageExceeded, crashed_threads
 from ecdysis.benchmarks.agentbench.dbbench.grading import Grade, answers_match, quote_identifier, table_hash_query
 from ecdysis.benchmarks.agentbench.dbbench.server import COLLATION, MariaDBServer, episode_prefix, rollback_prepared_xa
 from ecdysis.benchmarks.agentbench.dbbench.statements import refusal
+from ecdysis.benchmarks.agentbench.dbbench.storage import (
+    DEFAULT_LIMITS,
+    StatementWatch,
+    StorageLimits,
+    allocated,
+    free_bytes,
+    temp_tables,
+)
 from ecdysis.benchmarks.agentbench.dbbench.tasks import DBTask
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 
@@ -138,11 +152,14 @@ class DBBenchService:
     threads). Starts the server on construction if none runs (:meth:`MariaDBServer.ensure_running`).
 
     ``statement_timeout`` is the limit on each statement the agent runs (seconds; MariaDB's ``max_statement_time``
-    on the episode user, with a watchdog that kills the statement shortly after in case the agent lifts it)."""
+    on the episode user, with a watchdog that kills the statement shortly after in case the agent lifts it).
+    ``storage`` bounds what one episode may write (None: unbounded, for measurements only)."""
 
-    def __init__(self, server: MariaDBServer, *, statement_timeout: float = 10.0, max_idle_admin: int = 4) -> None:
+    def __init__(self, server: MariaDBServer, *, statement_timeout: float = 10.0, max_idle_admin: int = 4,
+                 storage: StorageLimits | None = DEFAULT_LIMITS) -> None:
         self.server = server
         self.statement_timeout = statement_timeout
+        self.storage = storage
         self._max_idle = max_idle_admin
         self._idle: list[pymysql.Connection] = []
         self._pool_lock = threading.Lock()
@@ -257,6 +274,15 @@ class DBBenchService:
         # The socket read timeout is the last resort behind max_statement_time and the watchdog.
         return self.server.connect(name, password, name, read_timeout=self.statement_timeout + 30.0)
 
+    def watch(self, database: str, thread_id: int) -> StatementWatch | None:
+        """A watch over one statement of the episode ``database`` running on connection ``thread_id`` (None when
+        storage is unbounded)."""
+        if self.storage is None:
+            return None
+        folder, tmp_dir, run_dir = self.server.data_dir / database, self.server.tmp_dir, self.server.run_dir
+        return StatementWatch(self.storage, lambda: allocated(folder) + temp_tables(tmp_dir, thread_id),
+                              lambda: free_bytes(run_dir), lambda: self._kill(thread_id, query_only=True))
+
     def _kill(self, thread_id: int, *, query_only: bool) -> None:
         with contextlib.suppress(pymysql.err.MySQLError, EnvironmentSetupError), self.admin() as conn, \
                 conn.cursor() as cur:
@@ -305,6 +331,8 @@ class DBEpisode:
         self._closed = False
         self._grade: Grade | None = None
         self._digest: tuple[str | None, str] | None = None  # a DML task's table hash, taken at the commit
+        self._stopped = ""  # why the storage watch ended the episode
+        self._threads = {conn.thread_id()}  # every connection the agent's statements ran on (a crash report names one)
 
     def __enter__(self) -> DBEpisode:
         return self
@@ -327,18 +355,35 @@ class DBEpisode:
         with self._lock:
             if self._closed:
                 return "Error: the episode is closed.", True
+            if self._stopped:
+                return f"Error: the episode is over: {self._stopped}", True
             if self.finished:
                 return "Error: the final answer is already committed; the episode is over.", True
             try:
                 if name == "commit_final_answer":
                     return self._commit(args)
                 return self._execute_sql(args)
-            except ServerLost:
+            except StorageExceeded as exc:
+                self._stopped = exc.note
                 raise
+            except ServerLost as exc:
+                charged = self._charged(exc)
+                if charged is exc:
+                    raise
+                raise charged from exc
             except _LockedOut as exc:
                 return cut(str(exc)), True
             except EnvironmentSetupError as exc:
-                raise ServerLost(str(exc)) from exc
+                raise self._charged(ServerLost(str(exc))) from exc
+
+    def _charged(self, lost: ServerLost) -> ServerLost | ServerKilled:
+        """``lost``, or :class:`ServerKilled` where the server's crash report names one of this episode's
+        connections: its own statement took the server down."""
+        named = crashed_threads(self._service.server.log_file, self.boot_id) & self._threads
+        if not named:
+            return lost
+        return ServerKilled(f"DBBench episode {self.episode_id}: the server crashed running this episode's statement "
+                            f"(connection {min(named)}; server log: {self._service.server.log_file})")
 
     @staticmethod
     def _parse(arguments: Mapping[str, Any] | str | None) -> dict[str, Any] | None:
@@ -403,15 +448,22 @@ class DBEpisode:
         watchdog = threading.Timer(self._service.statement_timeout + _WATCHDOG_GRACE_S, self._on_overrun,
                                    args=(seq, conn.thread_id()))
         watchdog.daemon = True
+        watch = self._service.watch(self.database, conn.thread_id())
+        if watch is not None:
+            watch.start()
         watchdog.start()
         try:
             text, error = self._run(conn, sql)
         finally:
             watchdog.cancel()
+            verdict = watch.stop() if watch is not None else None
             with self._state:
                 self._in_flight = None
                 if self._overrun == seq:
                     text, error = TIMED_OUT, True
+        if verdict is not None:
+            log.info("DBBench episode %s: statement %d stopped: %s", self.episode_id, seq, verdict)
+            raise StorageExceeded(f"DBBench episode {self.episode_id}: statement {seq} was stopped: {verdict}")
         if not text:
             text = EMPTY_RESPONSE
         return cut(text), error
@@ -468,6 +520,7 @@ class DBEpisode:
                 # The agent dropped its own database: the episode simply has nothing left to query. Connect
                 # without a default database so that errors name what is missing.
                 self._conn = self._service.server.connect(self.database, self._password, "", read_timeout=timeout)
+            self._threads.add(self._conn.thread_id())
         except (pymysql.err.MySQLError, OSError) as exc:
             # The server went away (or restarted and swept this episode's user): not the agent's doing.
             try:

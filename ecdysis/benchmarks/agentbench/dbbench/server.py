@@ -3,7 +3,10 @@
 The server listens on a unix socket only (``skip-networking``) inside a private folder (mode 0700), so only the
 user that runs Ecdysis can reach it. When Ecdysis runs as root, the server runs as the unprivileged ``mysql`` user,
 its data, socket and temporary files live on a tmpfs of bounded size (``/run/ecdysis-mariadb/<id>``), and it runs in
-a private mount namespace (bubblewrap) in which that tmpfs is the only writable place.
+a private mount namespace (bubblewrap) in which that tmpfs is the only writable place. The server's own temporary
+files (``tmpdir``: on-disk temporary tables, sort files) have a tmpfs of their own inside it, so that filling them
+fails the statement that writes them ("Disk got full writing '(temporary)'") and never takes space InnoDB needs: a full
+data volume aborts the server (``storage`` has the numbers and the per-episode watch that keeps it from filling).
 
 The first process that needs the server installs a data directory and starts ``mariadbd`` detached from itself; a
 lock file makes concurrent workers wait for that start instead of starting a second server, and later processes
@@ -21,7 +24,9 @@ the session values of those caps cannot be raised past them (``--maximum-*``).
 
 Each start writes a random boot id into a MEMORY table (``ecdysis.boot``, empty after any restart): episodes record
 it when they open and compare it later to notice a restart, and episode names carry it so that the clean-up after a
-start drops only what earlier boots left.
+start drops only what earlier boots left. The starter's line in the server log names the boot too, so that a crash
+report (which names the connection whose statement was running) can be charged to the episode of that connection
+(``faults.crashed_threads``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pathlib import Path
 import pymysql
 import pymysql.cursors
 
+from ecdysis.benchmarks.agentbench.dbbench.faults import BOOT_MARK
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 
 log = logging.getLogger(__name__)
@@ -101,12 +107,20 @@ class MariaDBServer:
     limit on its folder.
 
     Caps: ``session_memory`` per connection (``max_session_mem_used``), ``heap_limit`` per in-memory temporary table,
-    ``temp_limit`` for the InnoDB temporary tablespace.
+    ``temp_limit`` for the InnoDB temporary tablespace; run as root, ``tmp_limit`` is the size of :attr:`tmp_dir`'s
+    own tmpfs.
+
+    Sizing of ``data_limit`` (512M): the server's own files take about 170 MiB at most (system tablespace and undo
+    about 20, redo log 16, ``ibtmp1`` up to ``temp_limit``), ``storage.StorageLimits.reserve`` (64 MiB) stays free,
+    and each episode may take its quota (8 MiB), as much undo for its largest statement, and what a statement writes
+    before it is stopped (measured: 12 MiB at most); so about 9 episodes fit at full quota at once. Past that, the
+    reserve stops every statement that is growing before the volume fills.
     """
 
     def __init__(self, base_dir: str | os.PathLike[str] | None = None, *, startup_timeout: float = 60.0,
                  buffer_pool: str = "32M", max_connections: int = 256, data_limit: str = "512M",
-                 session_memory: str = "64M", heap_limit: str = "16M", temp_limit: str = "128M") -> None:
+                 session_memory: str = "64M", heap_limit: str = "16M", temp_limit: str = "128M",
+                 tmp_limit: str = "256M") -> None:
         self.base_dir = Path(base_dir if base_dir is not None else DEFAULT_BASE_DIR).expanduser().resolve()
         self.privileged = os.geteuid() == 0
         if self.privileged:
@@ -126,6 +140,7 @@ class MariaDBServer:
         self.session_memory = session_memory
         self.heap_limit = heap_limit
         self.temp_limit = temp_limit
+        self.tmp_limit = tmp_limit
         self._lock = threading.Lock()
         # A unix socket path is limited to 107 bytes.
         if len(os.fsencode(self.socket_path)) > 100:
@@ -302,9 +317,14 @@ class MariaDBServer:
         os.replace(staging, self.data_dir)
 
     def _mount(self) -> None:
-        """Mount the bounded tmpfs at :attr:`run_dir` (owned by :data:`SERVER_USER`) unless it is mounted."""
-        if os.path.ismount(self.run_dir):
-            return
+        """Mount the bounded tmpfs at :attr:`run_dir` and the one at :attr:`tmp_dir` (owned by :data:`SERVER_USER`)
+        unless they are mounted."""
+        if not os.path.ismount(self.run_dir):
+            self._mount_tmpfs(self.run_dir, self.data_limit, "ecdysis-mariadb")
+        if not os.path.ismount(self.tmp_dir):
+            self._mount_tmpfs(self.tmp_dir, self.tmp_limit, "ecdysis-mariadb-tmp")
+
+    def _mount_tmpfs(self, where: Path, size: str, name: str) -> None:
         try:
             account = pwd.getpwnam(SERVER_USER)
         except KeyError as exc:
@@ -312,13 +332,12 @@ class MariaDBServer:
                                         "mariadb-server)") from exc
         RUN_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
         os.chmod(RUN_ROOT, 0o711)
-        self.run_dir.mkdir(mode=0o700, exist_ok=True)
-        options = (f"size={self.data_limit},mode=0700,uid={account.pw_uid},gid={account.pw_gid},nosuid,nodev,"
-                   "noexec")
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "ecdysis-mariadb", str(self.run_dir)],
+        where.mkdir(mode=0o700, exist_ok=True)
+        options = f"size={size},mode=0700,uid={account.pw_uid},gid={account.pw_gid},nosuid,nodev,noexec"
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, name, str(where)],
                                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False)
         if result.returncode != 0:
-            raise EnvironmentSetupError(f"could not mount the DBBench MariaDB tmpfs at {self.run_dir}: "
+            raise EnvironmentSetupError(f"could not mount the DBBench MariaDB tmpfs at {where}: "
                                         f"{result.stderr.strip()}")
 
     def remove(self) -> None:
@@ -327,9 +346,10 @@ class MariaDBServer:
         self.stop()
         with self._lock, self._host_lock():
             if self.privileged:
-                if os.path.ismount(self.run_dir):
-                    subprocess.run(["umount", str(self.run_dir)], stdin=subprocess.DEVNULL, capture_output=True,
-                                   timeout=30, check=False)
+                for mounted in (self.tmp_dir, self.run_dir):
+                    if os.path.ismount(mounted):
+                        subprocess.run(["umount", str(mounted)], stdin=subprocess.DEVNULL, capture_output=True,
+                                       timeout=30, check=False)
                 with contextlib.suppress(OSError):
                     self.run_dir.rmdir()
             else:
@@ -392,6 +412,7 @@ class MariaDBServer:
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
         init_file = self.run_dir / "init.sql"
+        boot = secrets.token_hex(BOOT_ID_LENGTH // 2)
         password = self._password().replace("\\", "\\\\").replace("'", "\\'")
         fd = os.open(init_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         if self.privileged:  # the server reads it after switching to its own user
@@ -406,11 +427,11 @@ class MariaDBServer:
             fh.write("CREATE DATABASE IF NOT EXISTS ecdysis;\n"
                      "SET SESSION enforce_storage_engine = NULL;\n"
                      "CREATE OR REPLACE TABLE ecdysis.boot (id CHAR(16) NOT NULL) ENGINE=MEMORY;\n"
-                     f"INSERT INTO ecdysis.boot VALUES ('{secrets.token_hex(BOOT_ID_LENGTH // 2)}');\n")
+                     f"INSERT INTO ecdysis.boot VALUES ('{boot}');\n")
         args = self._server_args(init_file)
         started = time.monotonic()
         with open(self.log_file, "ab") as log_fh:
-            log_fh.write(f"--- {time.strftime('%F %T')} ecdysis: starting {args[0]}\n".encode())
+            log_fh.write(f"--- {time.strftime('%F %T')} {BOOT_MARK}{boot} starting {args[0]}\n".encode())
             log_fh.flush()
             # Detached (own session) so the server outlives this process and serves the whole host.
             child = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log_fh, stderr=log_fh,

@@ -335,6 +335,54 @@ def leave_behind(session):
     _report(session, survivor=survivor, ipc=ipc)
 
 
+def mark(session):
+    """Move every counter of the container that a later episode could read by ``value``: the pid namespace's next pid
+    (forks), /tmp's inode numbers (files made and removed), the SysV IPC id sequence (queues made and removed); and
+    raise the memory cgroup's peak to ``memory_mb`` MiB."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    value = int(session.config["value"])
+    for index in range(value):
+        child = os.fork()
+        if child == 0:
+            os._exit(0)
+        os.waitpid(child, 0)
+        os.close(os.open(f"/tmp/mark{index}", os.O_CREAT | os.O_WRONLY, 0o600))
+        os.unlink(f"/tmp/mark{index}")
+        libc.msgctl(libc.msgget(0, 0o1600), 0, None)  # IPC_PRIVATE, IPC_CREAT | 0600; then IPC_RMID
+    block = bytearray(int(session.config["memory_mb"]) << 20)
+    for offset in range(0, len(block), 4096):
+        block[offset] = 1
+    _report(session, marked=value)
+
+
+def _memory_peak():
+    for path in ("/sys/fs/cgroup/memory.peak", "/sys/fs/cgroup/memory/memory.max_usage_in_bytes"):
+        with contextlib.suppress(OSError, ValueError), open(path) as handle:
+            return int(handle.read())
+    return None
+
+
+def counters(session):
+    """What ``mark`` moves, as this episode finds it: the next pid, the next /tmp inode, the next SysV IPC id and
+    the memory cgroup's peak."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    handle, path = tempfile.mkstemp(dir="/tmp")
+    inode = os.fstat(handle).st_ino
+    os.close(handle)
+    os.unlink(path)
+    ipc = libc.msgget(0, 0o1600)
+    libc.msgctl(ipc, 0, None)
+    _report(session, pid=child, inode=inode, ipc=ipc, memory_peak=_memory_peak())
+
+
 def inventory(session):
     """What this episode finds around it: files in the writable folders, processes, SysV IPC objects."""
     files = {}
