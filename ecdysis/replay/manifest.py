@@ -76,8 +76,8 @@ class PackGateway(_Strict):
     seed: int | None = None
 
 
-class PackRollouts(_Strict):
-    """``rollouts`` less the worker count, worker resources and warm keeping (the host's)."""
+class _EpisodeLimits(_Strict):
+    """The episode limits a run chose, in ``rollouts`` of a training config and in an eval run's settings alike."""
 
     episodes_per_worker: int = 8
     max_attempts: int = 3
@@ -85,6 +85,11 @@ class PackRollouts(_Strict):
     max_steps: int | None = None
     wall_clock_s: float | None = None
     max_wall_clock_s: float | None = None
+
+
+class PackRollouts(_EpisodeLimits):
+    """``rollouts`` less the worker count, worker resources and warm keeping (the host's)."""
+
     train_trials: int = 1
 
 
@@ -153,15 +158,9 @@ class PackEvalPlan(_Strict):
         return _benchmark_here(value)
 
 
-class PackEvalSettings(_Strict):
+class PackEvalSettings(_EpisodeLimits):
     """An eval run's rollout settings as a pack may carry them: limits and the gateway, no sandbox or store."""
 
-    episodes_per_worker: int = 8
-    max_attempts: int = 3
-    max_consecutive_model_errors: int = Field(default=10, ge=1)
-    max_steps: int | None = None
-    wall_clock_s: float | None = None
-    max_wall_clock_s: float | None = None
     gateway: PackGateway = Field(default_factory=PackGateway)
 
 
