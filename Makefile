@@ -59,7 +59,7 @@ test: setup sandbox-ready local-runtime
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 	exit $$rc
 
-# The quick tier (~480 tests, under 2 min on 2 loaded cores): no Docker, process sandbox, Ray, MariaDB, browser, S3
+# The quick tier (741 tests, 75 s on 2 quiet cores; in one process: 2 workers were no faster): no Docker, process sandbox, Ray, MariaDB, browser, S3
 # server or coding-agent CLI; the in-memory sandbox and the scripted models. The markers are listed in pyproject.toml.
 FAST_DESELECT := not (docker or sandbox or ray or mariadb or browser or s3 or coding_agent or slow or live or cluster)
 test-fast: setup
