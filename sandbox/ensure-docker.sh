@@ -48,6 +48,21 @@ disk_file=${ECDYSIS_DOCKER_DISK_FILE:-/var/lib/ecdysis-docker.btrfs}
 disk_size=${ECDYSIS_DOCKER_DISK_SIZE:-48G}
 daemon_args=()
 
+# Switch the data root's quota accounting to simple quotas (a full-mode one is disabled first). btrfs-progs before
+# 6.7 cannot ask for them, so the ioctl (BTRFS_IOC_QUOTA_CTL, BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA) is sent directly.
+simple_quota_root() {
+    local uuid mode
+    uuid=$(findmnt -n -o UUID --mountpoint "$data_root") || return 1
+    mode=$(cat "/sys/fs/btrfs/$uuid/qgroups/mode" 2>/dev/null)
+    [[ $mode == squota ]] && return 0
+    if [[ -n $mode ]]; then as_root btrfs quota disable "$data_root" >/dev/null 2>&1 || return 1; fi
+    as_root python3 -c '
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.ioctl(fd, 0xC0109428, bytearray(struct.pack("QQ", 4, 0)))' "$data_root" || return 1
+    [[ $(cat "/sys/fs/btrfs/$uuid/qgroups/mode" 2>/dev/null) == squota ]]
+}
+
 quota_root() {
     if ! findmnt -n -o FSTYPE --mountpoint "$data_root" 2>/dev/null | grep -qx btrfs; then
         if ! command -v mkfs.btrfs >/dev/null 2>&1; then
@@ -61,9 +76,15 @@ quota_root() {
         as_root mkdir -p "$data_root" && as_root mount -o loop "$disk_file" "$data_root" || return 1
     fi
     # The storage driver sets qgroup limits, but a filesystem whose quota accounting was never enabled (or is
-    # inconsistent) does not enforce them: enable it and rescan, which is quick on a fresh filesystem.
-    as_root btrfs quota enable "$data_root" >/dev/null 2>&1 && as_root btrfs quota rescan -w "$data_root" >/dev/null 2>&1 \
-        || return 1
+    # inconsistent) does not enforce them. Simple quotas (kernel 6.7+) count what a subvolume allocates; full qgroup
+    # accounting walks back-references on every removal, and after a few hundred task containers the kernel's
+    # btrfs-cleaner held a core and `docker run --rm` took 2.7 s (0.45 s with simple quotas, same daemon and image).
+    if [[ -e /sys/fs/btrfs/features/simple_quota ]]; then
+        simple_quota_root || return 1
+    else
+        as_root btrfs quota enable "$data_root" >/dev/null 2>&1 \
+            && as_root btrfs quota rescan -w "$data_root" >/dev/null 2>&1 || return 1
+    fi
     daemon_args=(--data-root "$data_root" --storage-driver btrfs)
     echo "ensure-docker: data root $data_root on btrfs ($disk_file): task containers get a disk quota"
 }

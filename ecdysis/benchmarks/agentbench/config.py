@@ -46,7 +46,8 @@ class AgentBenchOSConfig(_AgentBenchSection):
     """Time limit of one of the agent's shell commands."""
     disk_size: str | None = Field(default="2g", pattern=r"^[0-9]+[kmgKMG]?$")
     """Disk cap of a task container (``--storage-opt size``), enforced where the Docker daemon can (the btrfs driver,
-    where it counts the image's ~250 MB too; overlay2 on xfs with project quotas); elsewhere one warning and no cap.
+    where full qgroup accounting counts the image's ~250 MB too and simple quotas only what the container writes;
+    overlay2 on xfs with project quotas); elsewhere one warning and no cap.
     None: no cap asked."""
 
     def build(self) -> AgentBenchOS:

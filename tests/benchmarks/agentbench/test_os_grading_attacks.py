@@ -215,7 +215,8 @@ def test_a_container_the_agent_broke_grades_zero_not_as_an_infrastructure_fault(
 
 def test_writing_past_the_disk_quota_fails(service: OSService, tasks: dict[str, OSTask],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """The quota holds: EDQUOT on btrfs (which counts the image's ~250 MB too), ENOSPC on overlay2 over xfs."""
+    """The quota holds: EDQUOT on btrfs (with full qgroup accounting the image's ~250 MB counts too, with simple
+    quotas only what the container writes), ENOSPC on overlay2 over xfs."""
     if service.disk_size is None:
         pytest.skip("needs a Docker daemon that enforces a container's disk size (btrfs with quota): make "
                     "sandbox-ready")
@@ -223,10 +224,10 @@ def test_writing_past_the_disk_quota_fails(service: OSService, tasks: dict[str, 
     with service.open(tasks[LINES], "quota") as episode:
         attrs = service.client.api.inspect_container(episode.container_id)
         assert attrs["HostConfig"]["StorageOpt"] == {"size": "300m"}
-        output = bash(episode, "dd if=/dev/zero of=/root/big bs=1M count=120 2>&1 | head -1; "
+        output = bash(episode, "dd if=/dev/zero of=/root/big bs=1M count=400 2>&1 | head -1; "
                                "du -sm /root/big | cut -f1")
         first, size = output.splitlines()
-        assert ("Disk quota exceeded" in first or "No space left on device" in first) and int(size) < 100, output
+        assert ("Disk quota exceeded" in first or "No space left on device" in first) and int(size) <= 300, output
 
 
 def test_grading_ignores_many_files_the_agent_wrote(service: OSService, tasks: dict[str, OSTask]) -> None:
