@@ -29,9 +29,10 @@ class StandingRay:
     """``ray start --head --block`` in its own session, with its own token; ``stop`` ends every process of it,
     the worker processes included (they outlive their raylet by themselves)."""
 
-    def __init__(self, num_cpus: int = 2, *, start_timeout_s: float = 120.0) -> None:
+    def __init__(self, num_cpus: int = 2, *, start_timeout_s: float = 120.0, attempts: int = 3) -> None:
         self.num_cpus = num_cpus
         self.start_timeout_s = start_timeout_s
+        self.attempts = attempts
         self.token = secrets.token_hex(32)
         self.address = ""
         self._proc: subprocess.Popen[bytes] | None = None
@@ -45,6 +46,18 @@ class StandingRay:
         return {**(os.environ if base is None else base), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token}
 
     def start(self) -> StandingRay:
+        """Start the head; a head that Ray's own 30 s node-registration wait (hard-coded in ``ray start``) gave up on,
+        as it can on a busy 2-core host, is started again, up to ``attempts`` times in all."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self._start_once()
+            except _SlowNodeStart:
+                if attempt == self.attempts:
+                    raise
+                self._temp.mkdir(parents=True, exist_ok=True)
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> StandingRay:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -61,7 +74,8 @@ class StandingRay:
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 tail = self._log.read_text(errors="replace")[-3000:]
                 self.stop()
-                raise RuntimeError(f"the standing Ray head did not start: {tail}")
+                error = _SlowNodeStart if "timed out during startup" in tail else RuntimeError
+                raise error(f"the standing Ray head did not start: {tail}")
             time.sleep(0.2)
         self.address = f"127.0.0.1:{port}"
         return self
@@ -88,6 +102,10 @@ class StandingRay:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class _SlowNodeStart(RuntimeError):
+    """``ray start`` gave up waiting for its own raylet to register (its 30 s limit), not a configuration error."""
 
 
 def _pids() -> list[int]:
