@@ -62,6 +62,8 @@ class Sizes:
     agentbench_concurrency: int = 16
     sandbox_n: int = 10
     sandbox_concurrent: int = 16
+    sandbox_steady_model_s: float = 0.5
+    """Seconds each model call of the sandbox section's steady episodes waits (4 calls an episode)."""
     docker_cpu_episodes: int = 96
     """Episodes of the Docker CPU row at 32 concurrent: 3 per slot, so the first episode of each container (it creates
     the container) weighs in about a run's proportion rather than half the batch."""
@@ -103,7 +105,8 @@ QUICK = Sizes(train_latency_s=0.05, coder_runs=1, train_tasks=("7", "14", "34"),
               rollout_latency_s=0.1, concurrencies=(1, 4), episodes_per_slot=1, fast_latency_s=0.05,
               fast_concurrency=2, fast_episodes_per_slot=1, tau2_concurrency=4, tau2_episodes=4,
               tau2_ours_episodes=4,
-              tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=3, sandbox_concurrent=2,
+              tau2_latencies=(0.1,), agentbench_episodes=4, agentbench_concurrency=2, sandbox_n=2, sandbox_concurrent=2,
+              sandbox_steady_model_s=0.0,
               docker_cpu_episodes=4, startup_repeats=1, grading_tasks=2, grading_mix_tasks=2,
               aggregation_latency_s=0.05, aggregation_sizes=(20, 200), selection_k=2, selection_seeds=(0,),
               selection_heldout=3, selection_rounds=1, local_model="smollm2", local_gen_tokens=32,
@@ -152,7 +155,8 @@ def run_sections(sizes: Sizes, only: list[str], log: Callable[[str], None]) -> d
         "tau2": lambda: _tau2_side_by_side(sizes, tasks),
         "sandbox": lambda: sandbox_bench.run(sizes.sandbox_n, max_concurrent=sizes.sandbox_concurrent,
                                              steady_episodes=2 * sizes.sandbox_concurrent,
-                                             steady_concurrency=max(1, sizes.sandbox_concurrent // 2)),
+                                             steady_concurrency=max(1, sizes.sandbox_concurrent // 2),
+                                             steady_model_s=sizes.sandbox_steady_model_s),
         "cpu": lambda: _docker_cpu(sizes, tasks),
         "startup": lambda: startup_bench.run(sizes.startup_repeats),
         "agentbench": lambda: agentbench_bench.run(latency_s=sizes.fast_latency_s,

@@ -133,8 +133,20 @@ def test_tau2_runner_figures(quick: QuickSections) -> None:
 
 def test_sandbox_figures(quick: QuickSections) -> None:
     sandbox = quick.figures("sandbox")
-    for measure in ("cold_start", "warm_acquire", "round_trip"):
-        assert _positive(sandbox["process"][measure]["median_ms"])
+    kinds = ["process"] if sandbox["docker"] is None else ["process", "docker"]
+    for kind in kinds:
+        for measure in ("cold_start", "warm_acquire", "round_trip"):
+            assert sandbox[kind][measure]["n"] >= 2 and _positive(sandbox[kind][measure]["median_ms"]), (kind, measure)
+        assert sandbox[kind]["concurrent"]["episodes_ok"] == sandbox[kind]["concurrent"]["started"] == 2
+    if "docker" in kinds:
+        assert sandbox["docker"]["reused_start"]["reused"] == 2  # every start after the first in a reused container
+        for mode in ("fresh", "reuse"):
+            steady = sandbox["docker"]["steady"][mode]
+            assert steady["acquire"]["n"] == 4 and steady["cpu_s_per_episode"] > 0, (mode, steady)
+        calls = sandbox["docker"]["api_calls"]
+        # A reused episode: the runtime's exec, the wipe and the root check at release (3 execs) and one inspect; no
+        # create, start or remove, which a container per episode pays instead.
+        assert 0 < calls["reuse"]["per_episode"] <= 7 and calls["no_reuse"]["per_episode"] > 0, calls
 
 
 def test_cpu_figures(quick: QuickSections) -> None:

@@ -61,6 +61,8 @@ def _ended(pid: int, within_s: float = 30.0) -> bool:
 
 
 def test_warm_workers_serve_the_next_command_and_end_when_idle_or_stopped(tmp_path: Path) -> None:
+    """Warm workers serve the next command with the same settings, other settings get their own, idle ones end and
+    ``workers stop`` ends them; then, on the same cluster, two commands at once share the one warm worker in turn."""
     store = tmp_path / "runs"
     with StandingRay(num_cpus=2) as cluster:
         _eval(cluster, store, "--concurrency", "2")
@@ -82,6 +84,8 @@ def test_warm_workers_serve_the_next_command_and_end_when_idle_or_stopped(tmp_pa
         assert "stopped 2 warm rollout workers" in _cli(cluster, "workers", "stop", "--ray-address", cluster.address)
         assert "no warm rollout workers" in _cli(cluster, "workers", "list", "--ray-address", cluster.address)
         pids = [pid for pid, _ in second.values()]
+
+        _one_command_at_a_time(cluster, tmp_path / "claims")
     assert all(_ended(pid) for pid in pids), "a warm worker outlived its cluster"
 
 
@@ -112,24 +116,24 @@ print(json.dumps(seen))
 """
 
 
-def test_a_warm_worker_serves_one_command_at_a_time(tmp_path: Path) -> None:
+def _one_command_at_a_time(cluster: StandingRay, store: Path) -> None:
     """Two pools with the same settings open at once (two commands): one holds the warm worker, the other gets a
-    worker of its own, which ends with it; the warm worker serves the next pool once its holder closed."""
+    worker of its own, which ends with it; the warm worker serves the next pool once its holder closed. Runs on a
+    cluster with no warm worker left (the standing cluster's start is the slow part: one for both checks)."""
     folder = str(Path(__file__).parent)
-    with StandingRay(num_cpus=2) as cluster:
-        done = subprocess.run([sys.executable, "-c", CONCURRENT, cluster.address, str(tmp_path / "runs")],
-                              capture_output=True, text=True, timeout=300,
-                              env={**cluster.environment(), "PYTHONPATH": folder})
-        assert done.returncode == 0, done.stderr[-3000:]
-        seen = json.loads(done.stdout.strip().splitlines()[-1])
-        assert [seen[name]["reward"] for name in ("first", "second", "third")] == [1.0, 1.0, 1.0]
-        # Which of the two claimed the warm worker first is Ray's scheduling; exactly one did.
-        [warm] = [name for name in ("first", "second") if seen[name]["claimed"] == [True]]
-        [other] = [name for name in ("first", "second") if seen[name]["claimed"] == [False]]
-        assert seen[warm]["pids"] != seen[other]["pids"]
-        assert seen["third"]["pids"] == seen[warm]["pids"]
-        assert _ended(seen[other]["pids"][0]), "the other command's own worker outlived it"
-        assert len(_workers(cluster)) == 1
+    done = subprocess.run([sys.executable, "-c", CONCURRENT, cluster.address, str(store)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**cluster.environment(), "PYTHONPATH": folder})
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [seen[name]["reward"] for name in ("first", "second", "third")] == [1.0, 1.0, 1.0]
+    # Which of the two claimed the warm worker first is Ray's scheduling; exactly one did.
+    [warm] = [name for name in ("first", "second") if seen[name]["claimed"] == [True]]
+    [other] = [name for name in ("first", "second") if seen[name]["claimed"] == [False]]
+    assert seen[warm]["pids"] != seen[other]["pids"]
+    assert seen["third"]["pids"] == seen[warm]["pids"]
+    assert _ended(seen[other]["pids"][0]), "the other command's own worker outlived it"
+    assert len(_workers(cluster)) == 1
 
 
 def test_a_ray_this_process_started_keeps_no_workers(local_ray: dict[str, Any], tmp_path: Path) -> None:

@@ -470,7 +470,8 @@ def _in_container(item: Script | None) -> bool:
 
 def _no_disk_quota(exc: Exception) -> bool:
     """Whether the daemon refused ``--storage-opt size`` (its storage driver or file system cannot enforce it)."""
-    text = str(exc).lower()  # not "quota exceeded": a size below the image's own (full btrfs qgroups count it) is a mistake
+    # not "quota exceeded": a size below the image's own (full btrfs qgroups count it) is a mistake
+    text = str(exc).lower()
     return any(words in text for words in ("storage-opt", "storage opt", "storage option"))
 
 
