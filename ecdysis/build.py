@@ -42,7 +42,7 @@ def open_store(uri: str) -> Any:
 def rollout_settings(config: RunConfig) -> RolloutSettings:
     """The worker-side settings of a run config: its typed sections, as they are, except that a run whose task
     models are all on llama-servers runs as many episodes at once as the fewest of them has slots."""
-    from ecdysis.llm.local_server import local_task_slots
+    from ecdysis.llm.local_servers import local_task_slots
 
     settings = RolloutSettings.of(config.rollouts, store_uri=config.storage.uri, gateway=config.llm,
                                   sandbox=config.sandbox, benchmarks=[config.benchmark])
