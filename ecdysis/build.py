@@ -1,308 +1,123 @@
-"""The build layer: the one place that turns typed configs into live parts — store, gateway, sandbox backend,
-rollout pool and budget, tasks, event log and hooks, evaluators, diagnoser, coding agent, training loop — for
-``ecdysis train``, ``ecdysis eval``, replay and the rollout worker alike. Entry points call it; nothing below it
-builds its own parts.
+"""The build layer: assembles a training run from its typed config — the run's common parts (`RunParts`: store,
+rollout pool and budget, event log and hooks, reporter), the driver's gateway and sandbox backend, the tasks, the
+evaluators, diagnoser, coding agent and training loop — and does nothing else. `ecdysis.training.TrainingDriver`
+calls it; the parts it assembles come from the layers below (``ecdysis.config.rollout_settings`` and
+``training_tasks``, ``ecdysis.rollouts.run.RunParts``, ``ecdysis.tracking.mlflow_export.mlflow_mirror``).
 
 Example::
 
     with build_training(load_config("ecdysis/configs/demo.yaml"), method="ecdysis", run_id="demo-1",
                         workspace=Path("/tmp/ws")) as parts:
-        parts.started(manifest, total=len(parts.train))
+        parts.run.started(total=len(parts.train))
         result = parts.loop.run()
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
 
 from ecdysis.benchmarks import build
-from ecdysis.events import EventLog
-from ecdysis.events.episodes import EvaluationReporter
-from ecdysis.events.hooks import EventLogHooks, MlflowHooks, RunFailed, RunFinished, RunHooks, RunStarted
+from ecdysis.config import RunConfig, rollout_settings, training_tasks
+from ecdysis.evaluation import RolloutEvaluator
+from ecdysis.events.hooks import Hooks, MlflowHooks
 from ecdysis.events.log import DEFAULT_FLUSH_S, DEFAULT_HEARTBEAT_S
-from ecdysis.llm.budget import Budget
-from ecdysis.llm.errors import BudgetExceeded, ModelAccessError, ModelFailure
-from ecdysis.records import EventKind, LLMCallRecord, RunManifest, Task, utc_now
-from ecdysis.rollouts import RolloutPool, RolloutSettings
-
-if TYPE_CHECKING:
-    from ecdysis.config import RunConfig
-    from ecdysis.evaluation import RolloutEvaluator
-    from ecdysis.evolution import TrainingLoop
-
-
-def open_store(uri: str) -> Any:
-    """The artifact store at ``uri`` (a folder or ``s3://bucket/prefix``)."""
-    from ecdysis.store import ArtifactStore
-
-    return ArtifactStore(uri)
+from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop
+from ecdysis.evolution import method as evolution_method
+from ecdysis.llm.budget import gateway_spending
+from ecdysis.llm.gateway import Gateway
+from ecdysis.llm.tokens import context_window, reply_tokens
+from ecdysis.protocols import SandboxBackend, Store
+from ecdysis.records import Task
+from ecdysis.rollouts.run import RunParts
+from ecdysis.sandbox import make_backend
+from ecdysis.store import ArtifactStore
+from ecdysis.tracking.mlflow_export import mlflow_mirror
 
 
-def rollout_settings(config: RunConfig) -> RolloutSettings:
-    """The worker-side settings of a run config: its typed sections, as they are, except that a run whose task
-    models are all on llama-servers runs as many episodes at once as the fewest of them has slots."""
-    from ecdysis.llm.local_server import local_task_slots
+@dataclass(frozen=True)
+class TrainingParts:
+    """The parts of a training run, each set once when `build_training` assembles them: the `RunParts` (store, pool,
+    budget, event log and hooks, reporter), the driver's gateway and sandbox backend, the tasks, and the checkpointed
+    training loop. A context manager: leaving it closes what was built, last built first."""
 
-    settings = RolloutSettings.of(config.rollouts, store_uri=config.storage.uri, gateway=config.llm,
-                                  sandbox=config.sandbox, benchmarks=[config.benchmark])
-    slots = local_task_slots(list(config.models.task), config.llm)
-    if slots is None:
-        return settings
-    workers = min(settings.workers or 1, slots)
-    return settings.model_copy(update={"workers": workers, "episodes_per_worker": -(-slots // workers)})
-
-
-def training_tasks(config: RunConfig) -> tuple[list[Task], list[Task]]:
-    """The run's training and held-out tasks (explicit ids train and test on the same list)."""
-    b = config.benchmark
-    benchmark = build(b)
-    if b.task_ids:
-        tasks = benchmark.tasks(None, ids=b.task_ids)
-        return tasks, tasks
-    train = benchmark.tasks("train", b.train_tasks, seed=b.selection_seed)
-    test = benchmark.tasks("test", b.test_tasks, seed=b.selection_seed) if b.test_tasks else []
-    return train, test
-
-
-def worker_parts(settings: RolloutSettings) -> tuple[Any, Any, Any]:
-    """A rollout worker's store, gateway and sandbox backend (an `UnavailableBackend` when the configured one
-    cannot be built, so each episode ends as a sandbox error naming why)."""
-    from ecdysis.llm import Gateway
-    from ecdysis.sandbox import make_backend
-
-    store = open_store(settings.store_uri)
-    gateway = Gateway(settings.gateway, store=store)
-    try:
-        backend: Any = make_backend(settings.sandbox)
-    except Exception as exc:
-        backend = UnavailableBackend(exc)
-    return store, gateway, backend
-
-
-class UnavailableBackend:
-    """Stands for a sandbox backend that could not be built (an interpreter or daemon missing): every ``acquire``
-    raises why, so an episode ends as a retried sandbox error, not as a fault of the worker."""
-
-    isolation = "unavailable"
-    """Recorded in each trajectory: no sandbox ran."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    @classmethod
-    def publish(cls, config: Any, bundle_dir: Path, bundle_hash: str) -> str | None:
-        """Nothing to publish: no sandbox will start."""
-        return None
-
-    def cleanup_orphans(self) -> int:
-        """Nothing was started, so nothing was left."""
-        return 0
-
-    def acquire(self, bundle_dir: Path, bundle_hash: str) -> Any:
-        """Raise `SandboxUnavailable` with the build error."""
-        from ecdysis.sandbox.errors import SandboxUnavailable
-
-        raise SandboxUnavailable(f"the sandbox backend could not be built: {type(self.error).__name__}: "
-                                 f"{self.error}") from self.error
-
-    def prepare(self, bundle_hash: str, reference: str | None) -> None:
-        """Nothing to pin: no sandbox will start."""
-
-    def shutdown(self) -> None:
-        """Nothing to close."""
-
-
-def mlflow_mirror(config: RunConfig, store: Any, run_id: str, *, warn: Any = None) -> Any:
-    """The run's MLflow mirror when ``tracking.mlflow`` is configured, else None; its one warning (server down,
-    mlflow not installed) goes to ``warn`` (the driver publishes it as a ``warning`` event)."""
-    if config.tracking.mlflow is None:
-        return None
-    from ecdysis.tracking.mlflow_export import MlflowMirror
-
-    return MlflowMirror(store, run_id, config.tracking.mlflow, warn=warn)
-
-
-def _named(exc: BaseException) -> str:
-    """A model error as the preflight names it (model, role, class, kind and status, what to check)."""
-    from ecdysis.llm.provider_errors import describe
-
-    error = getattr(exc, "error", None) if isinstance(exc, ModelAccessError) else None
-    return describe(error) if error is not None else str(exc)
-
-
-class RunParts:
-    """What every run has: a store, a rollout pool charging one `Budget`, an event log with the run's hooks, and
-    an evaluation reporter. A context manager: leaving it closes what was built, last built first.
-
-    ``kind`` (train or eval) decides what a fault does to the manifest: a stopped run (its budget crossed) is
-    marked stopped, and so is one a model error stopped (`ModelFailure`, `ModelAccessError`); a failed eval run is
-    marked failed, while a failed training run keeps its manifest for ``--resume``.
-    """
-
-    def __init__(self, store: Any, settings: RolloutSettings, run_id: str, *, kind: str, threshold: float,
-                 heartbeat_s: float = DEFAULT_HEARTBEAT_S, flush_s: float = DEFAULT_FLUSH_S) -> None:
-        self.store = store
-        self.settings = settings
-        self.run_id = run_id
-        self.kind = kind
-        self.budget = Budget.of(settings.gateway)
-        # The rollout workers start first: their processes import the rollout stack (litellm alone is ~3 CPU-s)
-        # while the caller sets up the run, instead of after it.
-        self.pool = RolloutPool(settings, store=store, budget=self.budget)
-        self._closers: list[Any] = [self.pool.close]
-        try:
-            self.events = EventLog(store, run_id, flush_s=flush_s, heartbeat_s=heartbeat_s).start()
-            self._closers.append(self.events.close)
-            self.hooks = RunHooks([EventLogHooks(self.events)])
-            """The run's subscribers, the event log first (the others, e.g. the MLflow mirror, read what it wrote)."""
-            self.reporter = EvaluationReporter(self.events, threshold=threshold, budget=self.budget)
-        except BaseException:
-            self.close()
-            raise
-
-    def warn(self, message: str) -> None:
-        """Publish a ``warning`` event."""
-        self.events.emit(EventKind.WARNING, payload={"message": message})
-
-    def on_close(self, close: Any) -> None:
-        """Call ``close()`` when the run's parts are closed (before what was built earlier)."""
-        self._closers.append(close)
-
-    def started(self, *, total: int, **payload: Any) -> None:
-        """Tell the hooks the run starts (``total``: its first evaluation's episodes)."""
-        self.hooks.run_started(RunStarted(self.run_id, total, {"interval_s": self.events.heartbeat_s, **payload}))
-
-    def finished(self, manifest: RunManifest, **payload: Any) -> None:
-        """Mark the manifest finished and tell the hooks (``payload``: the ``run_finished`` event's)."""
-        update = {"final_harness_hash": payload["final_hash"]} if "final_hash" in payload else {}
-        self.store.write_manifest(manifest.model_copy(update={"status": "finished", "finished_at": utc_now(),
-                                                              **update}))
-        self.hooks.run_finished(RunFinished(payload))
-
-    def failed(self, manifest: RunManifest, exc: BaseException) -> None:
-        """Record why the run ended early (see the class docstring) and tell the hooks."""
-        if isinstance(exc, BudgetExceeded | ModelFailure | ModelAccessError):
-            status = "stopped"
-            error = f"budget exceeded: {exc}" if isinstance(exc, BudgetExceeded) else f"model error: {_named(exc)}"
-            self.store.write_manifest(manifest.model_copy(update={"status": status, "note": error,
-                                                                  "finished_at": utc_now()}))
-        else:
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-            if self.kind == "eval":
-                self.store.write_manifest(manifest.model_copy(update={"status": status, "finished_at": utc_now()}))
-        self.hooks.run_failed(RunFailed(status, error))
-
-    def close(self) -> None:
-        """Close every part, last built first; the first fault is raised once all were tried."""
-        errors = []
-        while self._closers:
-            try:
-                self._closers.pop()()
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        try:
-            self.close()
-        except Exception:
-            if kind is None:  # a fault while closing must not hide the one that ended the run
-                raise
-
-
-class EvalRun(RunParts):
-    """The parts of an ``ecdysis eval`` run (see `ecdysis.evaluation.run_eval`)."""
-
-    def __init__(self, store: Any, settings: RolloutSettings, run_id: str, *, threshold: float = 1.0,
-                 **options: Any) -> None:
-        super().__init__(store, settings, run_id, kind="eval", threshold=threshold, **options)
-
-
-class TrainingParts(RunParts):
-    """The parts of a training run: the `RunParts`, the driver's gateway and sandbox backend, the tasks, the
-    training-task and held-out evaluators, and the checkpointed training loop."""
-
+    run: RunParts
     config: RunConfig
-    llm: Any
-    backend: Any
+    llm: Gateway
+    backend: SandboxBackend
     train: list[Task]
     test: list[Task]
     loop: TrainingLoop
 
     def heldout(self, model: str) -> RolloutEvaluator:
         """The evaluator of the held-out tasks for one task model (``benchmark.trials`` trials each)."""
-        from ecdysis.evaluation import RolloutEvaluator
-
-        cfg = self.config
-        return RolloutEvaluator(self.pool, self.reporter, self.test, models=[model], user_model=cfg.models.user,
-                                trials=cfg.benchmark.trials, run_id=self.run_id, settings=self.settings,
+        cfg, run = self.config, self.run
+        return RolloutEvaluator(run.pool, run.reporter, self.test, models=[model], user_model=cfg.models.user,
+                                trials=cfg.benchmark.trials, run_id=run.run_id, settings=run.settings,
                                 seed=cfg.seed)
+
+    def __enter__(self) -> TrainingParts:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.run.__exit__(kind, *rest)
 
 
 def build_training(config: RunConfig, *, method: str, run_id: str, workspace: Path,
                    heartbeat_s: float = DEFAULT_HEARTBEAT_S, flush_s: float = DEFAULT_FLUSH_S) -> TrainingParts:
     """Every part of a training run, built from its config; close them with the returned object."""
-    store = open_store(config.storage.uri)
-    parts = TrainingParts(store, rollout_settings(config), run_id, kind="train",
-                          threshold=config.training.failure_threshold, heartbeat_s=heartbeat_s, flush_s=flush_s)
+    store = ArtifactStore(config.storage.uri)
+    run = RunParts(store, rollout_settings(config), run_id, kind="train",
+                   threshold=config.training.failure_threshold, heartbeat_s=heartbeat_s, flush_s=flush_s,
+                   more_hooks=partial(_mirror_hooks, config, store, run_id))
     try:
-        mirror = mlflow_mirror(config, store, run_id, warn=parts.warn)
-        if mirror is not None:  # after the event log: the mirror reads what the log has written
-            parts.hooks.subscribers.append(MlflowHooks(mirror))
-        parts.config = config
-        parts.train, parts.test = training_tasks(config)
-        _build_training_loop(parts, config, method, workspace)
+        train, test = training_tasks(config)
+        llm = _driver_gateway(run, config)
+        backend = make_backend(config.sandbox)
+        run.on_close(backend.shutdown)
+        loop = _training_loop(run, config, method, workspace, llm, backend, train)
     except BaseException:
-        parts.close()
+        run.close()
         raise
-    return parts
+    return TrainingParts(run, config, llm, backend, train, test, loop)
 
 
-def _build_training_loop(parts: TrainingParts, config: RunConfig, method: str, workspace: Path) -> None:
-    from ecdysis.evaluation import RolloutEvaluator
-    from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop
-    from ecdysis.evolution import method as evolution_method
-    from ecdysis.llm import Gateway
-    from ecdysis.llm.tokens import context_window, reply_tokens
-    from ecdysis.sandbox import make_backend
+def _mirror_hooks(config: RunConfig, store: Store, run_id: str, warn: Callable[[str], None]) -> Sequence[Hooks]:
+    """The MLflow mirror's hooks when ``tracking.mlflow`` is configured (after the event log: it reads what the log
+    has written)."""
+    mirror = mlflow_mirror(config.tracking, store, run_id, warn=warn)
+    return [] if mirror is None else [MlflowHooks(mirror)]
 
-    run_id = parts.run_id
-    parts.llm = llm = Gateway(config.llm, store=parts.store, context={"run_id": run_id})
-    parts.on_close(llm.close)
 
-    def llm_turn(call: LLMCallRecord) -> None:
-        parts.events.emit(EventKind.LLM_TURN, role=call.role, tokens=call.tokens.total, cost_usd=call.cost_usd or 0.0,
-                          payload={"model": call.model, "cache_hit": call.cache_hit})
+def _driver_gateway(run: RunParts, config: RunConfig) -> Gateway:
+    """The driver's own gateway (diagnosis, coding): each call an ``llm_turn`` event, its spending on the run's
+    budget."""
+    llm = Gateway(config.llm, store=run.store, context={"run_id": run.run_id})
+    run.on_close(llm.close)
+    llm.subscribe(run.events.llm_turn)
+    run.budget.watch(partial(gateway_spending, llm, run.run_id))
+    return llm
 
-    llm.subscribe(llm_turn)
 
-    def driver_usage() -> tuple[float, float]:
-        usage = llm.usage(run_id)
-        return float(usage.tokens), float(usage.cost_usd or 0.0)
-
-    parts.budget.watch(driver_usage)  # diagnosis and coding count against the run's budget too
-    parts.backend = backend = make_backend(config.sandbox)
-    parts.on_close(backend.shutdown)
-    evaluator = RolloutEvaluator(parts.pool, parts.reporter, parts.train, models=list(config.models.task),
-                                 user_model=config.models.user, trials=config.rollouts.train_trials, run_id=run_id,
-                                 settings=parts.settings, seed=config.seed)
+def _training_loop(run: RunParts, config: RunConfig, method: str, workspace: Path, llm: Gateway,
+                   backend: SandboxBackend, train: list[Task]) -> TrainingLoop:
+    evaluator = RolloutEvaluator(run.pool, run.reporter, train, models=list(config.models.task),
+                                 user_model=config.models.user, trials=config.rollouts.train_trials,
+                                 run_id=run.run_id, settings=run.settings, seed=config.seed)
     diagnoser_parts = DiagnoserParts(
         llm=llm, model=config.models.diagnoser, aggregator_model=config.models.aggregator,
         prompt_budget_chars=config.training.prompt_budget_chars,
         prompt_budget_tokens=config.training.prompt_budget_tokens,
         context_tokens=context_window(config.models.diagnoser, config.llm),
-        reply_tokens=reply_tokens(config.models.diagnoser, config.llm), store=parts.store,
+        reply_tokens=reply_tokens(config.models.diagnoser, config.llm), store=run.store,
         task_models=tuple(config.models.task))
     seed = build(config.benchmark).seed_harnesses()["human"]
-    settings = LoopSettings(run_id=run_id, method=method, harness_dir=seed, workspace=workspace,
+    settings = LoopSettings(run_id=run.run_id, method=method, harness_dir=seed, workspace=workspace,
                             max_rounds=max(1, config.training.max_rounds),
                             threshold=config.training.failure_threshold, write_trajectories=False)
-    parts.loop = TrainingLoop(settings, parts.store, llm, backend, evaluator,
-                              evolution_method(method, config.training.method).diagnoser(diagnoser_parts),
-                              config.training.coder.build(llm, config.models.coder, backend), events=parts.events,
-                              on_round=parts.hooks.round_finished, acceptance=config.training.acceptance.build())
+    return TrainingLoop(settings, run.store, llm, backend, evaluator,
+                        evolution_method(method, config.training.method).diagnoser(diagnoser_parts),
+                        config.training.coder.build(llm, config.models.coder, backend), events=run.events,
+                        on_round=run.hooks.round_finished, acceptance=config.training.acceptance.build())

@@ -19,12 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from ecdysis.benchmarks import BenchmarkConfig
+from ecdysis.benchmarks import build as build_benchmark
 from ecdysis.coders import BuiltinCoderConfig, CoderConfig
 from ecdysis.evolution.acceptance import AcceptanceConfig, StrictAcceptance
 from ecdysis.evolution.methods import BatchMethod, MethodConfig
 from ecdysis.llm.config import GatewayConfig
-from ecdysis.records import stable_hash
-from ecdysis.rollouts.settings import RolloutOptions
+from ecdysis.llm.local_servers import local_task_slots
+from ecdysis.records import Task, stable_hash
+from ecdysis.rollouts.settings import RolloutOptions, RolloutSettings
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
 from ecdysis.tracking.config import TrackingConfig
 
@@ -234,3 +236,27 @@ def field_errors(err: ValidationError) -> list[tuple[str, str]]:
             message += f" (got {shown[:77] + '...' if len(shown) > 80 else shown})"
         out.append((path, message))
     return out
+
+
+def rollout_settings(config: RunConfig) -> RolloutSettings:
+    """The worker-side settings of a run config: its typed sections, as they are, except that a run whose task
+    models are all on llama-servers runs as many episodes at once as the fewest of them has slots."""
+    settings = RolloutSettings.of(config.rollouts, store_uri=config.storage.uri, gateway=config.llm,
+                                  sandbox=config.sandbox, benchmarks=[config.benchmark])
+    slots = local_task_slots(list(config.models.task), config.llm)
+    if slots is None:
+        return settings
+    workers = min(settings.workers or 1, slots)
+    return settings.model_copy(update={"workers": workers, "episodes_per_worker": -(-slots // workers)})
+
+
+def training_tasks(config: RunConfig) -> tuple[list[Task], list[Task]]:
+    """The run's training and held-out tasks (explicit ids train and test on the same list)."""
+    b = config.benchmark
+    benchmark = build_benchmark(b)
+    if b.task_ids:
+        tasks = benchmark.tasks(None, ids=b.task_ids)
+        return tasks, tasks
+    train = benchmark.tasks("train", b.train_tasks, seed=b.selection_seed)
+    test = benchmark.tasks("test", b.test_tasks, seed=b.selection_seed) if b.test_tasks else []
+    return train, test

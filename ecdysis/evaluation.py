@@ -18,6 +18,7 @@ from ecdysis.metrics import EvalSummary, summarize
 from ecdysis.protocols import EpisodeRequest
 from ecdysis.records import Phase, RunManifest, Task, Trajectory, stable_hash, utc_now
 from ecdysis.rollouts import RolloutSettings
+from ecdysis.rollouts.run import RunParts
 
 PHASES = {"base": Phase.EVALUATION, "candidate": Phase.CANDIDATE_EVALUATION, "eval": Phase.HELDOUT}
 """The event phase of each evaluation phase (``phase`` of the episode requests and trajectories)."""
@@ -111,7 +112,6 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
     """Evaluate every (harness, model) pair as a run: its events (run started, episodes, run finished or failed)
     go to the store's event log, so ``ecdysis runs watch`` follows it; an episode below ``threshold`` counts as a
     failure there. Every trajectory is stored; returns the run id and table rows."""
-    from ecdysis.build import EvalRun
     from ecdysis.harness import resolve_harness
 
     run_id = run_id or new_run_id("eval")
@@ -127,7 +127,7 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
     settings = settings.model_copy(update={"benchmarks": [plan.benchmark]})
     summaries: list[EvalSummary] = []
     try:
-        parts = EvalRun(store, settings, run_id, threshold=threshold)
+        parts = RunParts(store, settings, run_id, kind="eval", threshold=threshold)
     except BaseException:
         store.write_manifest(manifest.model_copy(update={"status": "failed", "finished_at": utc_now()}))
         raise

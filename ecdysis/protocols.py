@@ -26,6 +26,7 @@ from ecdysis.records import (
     Phase,
     Record,
     Role,
+    RunManifest,
     Task,
     TerminationReason,
     TokenUsage,
@@ -322,6 +323,14 @@ class Store(Protocol):
 
     def get_object(self, namespace: str, key: str) -> bytes | None:
         """The object under ``key``, or None."""
+        ...
+
+    def write_manifest(self, manifest: RunManifest) -> None:
+        """Store (or replace) the manifest of ``manifest.run_id``."""
+        ...
+
+    def read_manifest(self, run_id: str) -> RunManifest | None:
+        """The manifest of ``run_id``, or None when the run has none."""
         ...
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ecdysis.build import TrainingParts, build_training, mlflow_mirror, rollout_settings, training_tasks
+from ecdysis.build import TrainingParts, build_training
 from ecdysis.config import RunConfig
 from ecdysis.evaluation import package_versions
 from ecdysis.events.log import DEFAULT_FLUSH_S, DEFAULT_HEARTBEAT_S
@@ -24,8 +24,7 @@ from ecdysis.harness import HarnessBlobs
 from ecdysis.metrics import EvalSummary, summarize
 from ecdysis.records import RoundResult, RunManifest, stable_hash, utc_now
 
-__all__ = ["TrainingDriver", "TrainingOutcome", "default_run_id", "mlflow_mirror", "rollout_settings",
-           "start_driver", "training_tasks"]
+__all__ = ["TrainingDriver", "TrainingOutcome", "default_run_id", "start_driver"]
 
 
 class TrainingOutcome(BaseModel):
@@ -64,16 +63,16 @@ class TrainingDriver:
         cfg = self.config
         with build_training(cfg, method=self.method, run_id=self.run_id, workspace=self.workspace,
                             heartbeat_s=self.heartbeat_s, flush_s=self.flush_s) as parts:
-            manifest = (parts.store.read_manifest(self.run_id) if resume else None) or self._manifest(parts)
-            parts.started(total=len(parts.train), method=self.method, resume=resume,
-                          max_rounds=cfg.training.max_rounds, train_tasks=len(parts.train),
-                          test_tasks=len(parts.test))
+            run = parts.run
+            manifest = (run.store.read_manifest(self.run_id) if resume else None) or self._manifest(parts)
+            run.started(total=len(parts.train), method=self.method, resume=resume,
+                        max_rounds=cfg.training.max_rounds, train_tasks=len(parts.train), test_tasks=len(parts.test))
             try:
                 result = parts.loop.resume(self.run_id) if resume else parts.loop.run()
                 heldout = self._heldout(parts, result) if evaluate_heldout else []
-                parts.finished(manifest, final_score=result.final_score, final_hash=result.final_hash)
+                run.finished(manifest, final_score=result.final_score, final_hash=result.final_hash)
             except Exception as exc:
-                parts.failed(manifest, exc)
+                run.failed(manifest, exc)
                 raise
         return TrainingOutcome(
             run_id=self.run_id, method=self.method, initial_hash=result.initial_hash, final_hash=result.final_hash,
@@ -90,14 +89,15 @@ class TrainingDriver:
             models=list(cfg.models.task), tasks=parts.train + parts.test,
             note=f"train={len(parts.train)} test={len(parts.test)} tasks",
         )
-        parts.store.write_manifest(manifest)
+        parts.run.store.write_manifest(manifest)
         return manifest
 
     def _heldout(self, parts: TrainingParts, result: TrainingResult) -> list[EvalSummary]:
         """The final harness on the held-out tasks, one evaluation per task model."""
         if not parts.test:
             return []
-        final = HarnessRef(HarnessBlobs(parts.store, self.workspace).materialize(result.final_hash), result.final_hash)
+        blobs = HarnessBlobs(parts.run.store, self.workspace)
+        final = HarnessRef(blobs.materialize(result.final_hash), result.final_hash)
         k = self.config.benchmark.trials
         return [summarize(parts.heldout(model).evaluate(final, "eval", len(result.rounds)).trajectories,
                           harness=result.final_hash[:12], model=model, k=k) for model in self.config.models.task]

@@ -59,9 +59,10 @@ def run(latency_s: float = 0.5, *, pool: Sequence[str] = (), k: int = 5, seeds: 
 
 def _train_and_test(server: LatencyServer, label: str, tasks: list[str], folder: str, heldout: list[str],
                     max_rounds: int, task_model: str) -> dict[str, Any]:
+    from ecdysis.config import rollout_settings
     from ecdysis.evaluation import EvalPlan, run_eval
     from ecdysis.store import ArtifactStore
-    from ecdysis.training import TrainingDriver, rollout_settings
+    from ecdysis.training import TrainingDriver
 
     config = run_config(server, "ecdysis", tasks, folder, max_rounds=max_rounds, task_model=task_model)
     started = time.perf_counter()

@@ -10,12 +10,11 @@ import yaml
 from typer.testing import CliRunner
 
 from ecdysis.cli.main import app
-from ecdysis.config import load_config
+from ecdysis.config import load_config, training_tasks
 from ecdysis.records import FailureRecord, RunManifest, Split, Task
 from ecdysis.selection import select_tasks
 from ecdysis.store import ArtifactStore
 from ecdysis.testing.aggregation import planted_failures
-from ecdysis.training import training_tasks
 
 
 def _on_tasks(records: list[FailureRecord], tasks: dict[str, str]) -> list[FailureRecord]:

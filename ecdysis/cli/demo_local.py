@@ -10,14 +10,13 @@ there, else the τ² airline slice of ``configs/demo.yaml``. The GGUF files (1.6
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
     from ecdysis.llm import LocalModelServer
-    from ecdysis.llm.config import GatewayConfig, LocalServingConfig
+    from ecdysis.llm.config import LocalServingConfig
 
 QWEN = "qwen"
 """The value of ``--model`` / ``ECDYSIS_DEMO_MODEL`` that selects the opt-in Qwen models."""
@@ -95,26 +94,18 @@ def plan_config(plan: LocalPlan) -> RunConfig:
     return cfg
 
 
-@contextlib.contextmanager
 def local_servers(plan: LocalPlan, *, with_user: bool,
-                  serving: LocalServingConfig | None = None) -> Iterator[dict[str, LocalModelServer]]:
+                  serving: LocalServingConfig | None = None) -> contextlib.AbstractContextManager[
+                      dict[str, LocalModelServer]]:
     """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit; engine and
     slots as ``serving`` (the config's ``llm.local``) says."""
     from ecdysis.cli.common import console
-    from ecdysis.llm import LocalModelServer
+    from ecdysis.llm.local_servers import serve_local_models
 
-    names = plan.models if with_user else (plan.agent,)
-    servers: dict[str, LocalModelServer] = {}
-    try:
-        for name in names:
-            servers[name] = LocalModelServer(name, chat_format=plan.chat_format, n_ctx=plan.n_ctx,
-                                             engine=serving.engine if serving else "auto",
-                                             parallel=serving.parallel if serving else None).start()
-            console.print(f"local/{name}: {servers[name].engine_note}", highlight=False)
-        yield servers
-    finally:
-        for server in reversed(servers.values()):  # the last started restores the endpoint variable first
-            server.stop()
+    return serve_local_models(plan.models if with_user else (plan.agent,), n_ctx=plan.n_ctx, serving=serving,
+                              chat_format=lambda name: plan.chat_format,
+                              announce=lambda server: console.print(f"{server.model}: {server.engine_note}",
+                                                                    highlight=False))
 
 
 def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalModelServer]) -> RunConfig:
@@ -123,24 +114,12 @@ def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalM
     agent = servers[plan.agent].model
     user = servers[plan.user].model if plan.user in servers else agent
     models = cfg.models.model_copy(update={"task": [agent], "user": user, "diagnoser": agent, "coder": agent})
+    from ecdysis.llm.local_servers import routed_to
+
     llm = routed_to(cfg.llm, servers.values())
     # Episodes at once: as many as the agent's server decodes at once (one on llama-cpp-python's server).
     rollouts = cfg.rollouts.model_copy(update={"workers": 1, "episodes_per_worker": servers[plan.agent].slots})
     return cfg.model_copy(update={"models": models, "llm": llm, "rollouts": rollouts})
-
-
-def routed_to(llm: GatewayConfig, servers: Iterable[LocalModelServer]) -> GatewayConfig:
-    """``llm`` with each server's model routed to it (endpoint, tool-call parsing, slots, context and streaming over
-    the config's own entry for that model)."""
-    routes = dict(llm.models)
-    for server in servers:
-        served = server.model_config()
-        entry = routes.get(server.model)
-        routes[server.model] = served if entry is None else entry.model_copy(
-            update={"api_base": served.api_base, "tool_call_parsing": served.tool_call_parsing,
-                    "max_concurrency": served.max_concurrency, "context_tokens": served.context_tokens,
-                    "streaming": served.streaming})
-    return llm.model_copy(update={"models": routes})
 
 
 def fetch_models(plan: LocalPlan, *, with_user: bool) -> None:

@@ -169,7 +169,7 @@ def _benchmark(base: Any, name: str | None, domain: str | None, options: list[st
 
 def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | None,
               concurrency: int | None) -> Any:
-    from ecdysis.build import rollout_settings
+    from ecdysis.config import rollout_settings
     from ecdysis.extensions import names, validate_section
     from ecdysis.rollouts import RolloutSettings
     from ecdysis.sandbox import SandboxSection

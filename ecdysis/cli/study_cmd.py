@@ -76,10 +76,10 @@ def study_command(
                      "resume")
             store_obj = runner.store
     else:
-        from ecdysis.build import open_store
+        from ecdysis.store import ArtifactStore
         from ecdysis.study import load_manifest
 
-        store_obj = open_store(uri)
+        store_obj = ArtifactStore(uri)
         found = load_manifest(store_obj, study.study_id())
         if found is None:
             fail(f"study {study.study_id()} has no runs in {uri}")
@@ -101,9 +101,8 @@ def _print_run(entry: StudyEntry) -> None:
 def local_models(study: StudyConfig) -> Iterator[StudyConfig]:
     """``study`` with each ``local/<name>`` model it names routed to a server started for the whole study (fetched
     first when it is an opt-in split model), stopped on exit; other studies as they are."""
-    from ecdysis.cli.demo_local import QWEN_CTX, routed_to
-    from ecdysis.llm import LocalModelServer
-    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+    from ecdysis.cli.demo_local import QWEN_CTX
+    from ecdysis.llm.local_servers import routed_to, serve_local_models
 
     m = study.base.models
     named = [*study.eval_models, m.diagnoser, m.coder, m.aggregator, m.user]
@@ -111,18 +110,9 @@ def local_models(study: StudyConfig) -> Iterator[StudyConfig]:
     if not local:
         yield study
         return
-    serving = study.base.llm.local
-    servers: list[LocalModelServer] = []
-    try:
-        for name in local:
-            if name in SPLIT_MODELS:
-                fetch_split_model(name)
-            server = LocalModelServer(name, n_ctx=QWEN_CTX, engine=serving.engine, parallel=serving.parallel,
-                                      chat_format="chatml-function-calling" if name == "smollm2" else None)
-            servers.append(server.start())
-            console.print(f"{server.model}: {server.engine_note}", highlight=False)
-        base = study.base.model_copy(update={"llm": routed_to(study.base.llm, servers)})
+    with serve_local_models(local, n_ctx=QWEN_CTX, serving=study.base.llm.local,
+                            chat_format=lambda name: "chatml-function-calling" if name == "smollm2" else None,
+                            announce=lambda server: console.print(f"{server.model}: {server.engine_note}",
+                                                                  highlight=False)) as servers:
+        base = study.base.model_copy(update={"llm": routed_to(study.base.llm, servers.values())})
         yield study.model_copy(update={"base": base})
-    finally:
-        for server in reversed(servers):
-            server.stop()

@@ -139,12 +139,12 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
 def _check_scored(uri: str, outcome: TrainingOutcome) -> None:
     """Warn about excluded episodes with their causes; exit 1 when every episode of the run was excluded, or a
     held-out row measured nothing."""
-    from ecdysis.build import open_store
     from ecdysis.cli.eval_cmd import report_exclusions
     from ecdysis.metrics import describe_exclusions
     from ecdysis.report.data import stored_exclusions
+    from ecdysis.store import ArtifactStore
 
-    total, causes = stored_exclusions(open_store(uri), outcome.run_id)
+    total, causes = stored_exclusions(ArtifactStore(uri), outcome.run_id)
     excluded = sum(causes.values())
     if total and excluded == total:
         fail(f"run {outcome.run_id}: {describe_exclusions(excluded, total, causes)} (nothing was measured)")
@@ -159,11 +159,11 @@ def _watch_driver(cfg: RunConfig, run_id: str, start: Callable[[], Any]) -> Any:
     returns the run's object ref once it is done."""
     import ray
 
-    from ecdysis.build import open_store
     from ecdysis.cli.progress import follow, make_view
     from ecdysis.events import EventFollower
+    from ecdysis.store import ArtifactStore
 
-    store = open_store(cfg.storage.uri)
+    store = ArtifactStore(cfg.storage.uri)
     # Only this attempt's events: a resumed run's earlier ones are history (`ecdysis runs watch` shows them).
     follower = EventFollower(store, run_id, only_new=True)
     ref = start()

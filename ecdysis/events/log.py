@@ -9,7 +9,7 @@ import warnings
 from collections import defaultdict
 from typing import Any
 
-from ecdysis.records import EventKind, Phase, Role, RunEvent
+from ecdysis.records import EventKind, LLMCallRecord, Phase, Role, RunEvent
 
 DEFAULT_FLUSH_S = 2.0
 DEFAULT_HEARTBEAT_S = 10.0
@@ -82,6 +82,12 @@ class EventLog:
         if full:
             self._wake.set()
         return event
+
+    def llm_turn(self, call: LLMCallRecord) -> None:
+        """Record one call of the driver's gateway as an ``llm_turn`` event (a gateway listener, see
+        `ecdysis.llm.Gateway.subscribe`)."""
+        self.emit(EventKind.LLM_TURN, role=call.role, tokens=call.tokens.total, cost_usd=call.cost_usd or 0.0,
+                  payload={"model": call.model, "cache_hit": call.cache_hit})
 
     def flush(self) -> int:
         """Append the buffered events (one file per round they name); returns how many were written."""

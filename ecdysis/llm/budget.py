@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ecdysis.llm.config import GatewayConfig
+
+if TYPE_CHECKING:
+    from ecdysis.llm.gateway import Gateway
 
 Usage = Callable[[], tuple[float, float]]
 """A source of spending: ``() -> (tokens, usd)`` so far."""
@@ -81,3 +85,10 @@ class Budget:
             if limit is not None and used >= share * limit:
                 return name, float(used), float(limit)
         return None
+
+
+def gateway_spending(gateway: Gateway, run_id: str) -> tuple[float, float]:
+    """Tokens and USD ``gateway`` has spent on ``run_id`` so far: with ``functools.partial``, a `Usage` source
+    (e.g. the driver's gateway, so that diagnosis and coding count against the run's budget too)."""
+    usage = gateway.usage(run_id)
+    return float(usage.tokens), float(usage.cost_usd or 0.0)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from ecdysis.llm.config import GatewayConfig, ModelConfig, Streaming, ToolCallParsing
+from ecdysis.llm.config import ModelConfig, Streaming, ToolCallParsing
 from ecdysis.llm.local_models import SPLIT_MODELS, fetched
 from ecdysis.llm.routing import LOCAL_API_BASE_ENV
 
@@ -189,27 +189,6 @@ def served_slots(api_base: str, *, timeout_s: float = 2.0) -> int | None:
     except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, AttributeError):
         return None
     return slots if isinstance(slots, int) and slots > 0 else None
-
-
-def local_task_slots(task_models: list[str], gateway: GatewayConfig) -> int | None:
-    """The fewest slots among the llama-servers serving ``task_models`` when every one is a ``local/`` model whose
-    server says (``/props``), else None: a run on a batched local server runs as many episodes at once as it has
-    slots, not as many as this machine has CPUs."""
-    from ecdysis.llm.routing import route
-
-    slots: list[int] = []
-    for model in task_models:
-        try:
-            target = route(model, gateway)
-        except Exception:
-            return None
-        if not target.local or not target.api_base:
-            return None
-        served = served_slots(target.api_base)
-        if served is None:
-            return None
-        slots.append(served)
-    return min(slots) if slots else None
 
 
 def free_port() -> int:

@@ -23,6 +23,25 @@ def prepare_process() -> None:
     import ecdysis.sandbox.driver  # noqa: F401
 
 
+def worker_parts(settings: RolloutSettings) -> tuple[Any, Any, Any]:
+    """A rollout worker's store, gateway and sandbox backend (an `UnavailableBackend` when the configured one
+    cannot be built, so each episode ends as a sandbox error naming why)."""
+    # Imported here, not at the top: the gateway brings litellm (~3 CPU-s), which a worker process imports while it
+    # starts (see `prepare_process`), not every module that names this one.
+    from ecdysis.llm import Gateway
+    from ecdysis.sandbox import make_backend
+    from ecdysis.sandbox.unavailable import UnavailableBackend
+    from ecdysis.store import ArtifactStore
+
+    store = ArtifactStore(settings.store_uri)
+    gateway = Gateway(settings.gateway, store=store)
+    try:
+        backend: Any = make_backend(settings.sandbox)
+    except Exception as exc:
+        backend = UnavailableBackend(exc)
+    return store, gateway, backend
+
+
 class RolloutWorker:
     """Runs episodes; wrap with ``ray.remote`` (see `RolloutPool`). Parts are built lazily in the worker process.
 
@@ -69,8 +88,6 @@ class RolloutWorker:
 
     def _build_parts(self) -> tuple[Any, Any, Any]:
         if self._gateway is None:
-            from ecdysis.build import worker_parts
-
             self._store, self._gateway, self._backend = worker_parts(self.settings)
         return self._store, self._gateway, self._backend
 

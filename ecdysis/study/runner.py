@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ecdysis.build import open_store, rollout_settings
-from ecdysis.config import RunConfig
+from ecdysis.config import RunConfig, rollout_settings
 from ecdysis.evolution.methods import method as method_section
 from ecdysis.records import Task, utc_now
+from ecdysis.store import ArtifactStore
 from ecdysis.study.config import SEEDS, StudyConfig
 from ecdysis.study.manifest import StudyEntry, StudyManifest, eval_key, load_manifest, save_manifest, train_key
 
@@ -75,7 +75,7 @@ class StudyRunner:
     manifest: StudyManifest = field(init=False)
 
     def __post_init__(self) -> None:
-        self.store = open_store(self.store_uri)
+        self.store = ArtifactStore(self.store_uri)
         study_id = self.study_id or self.study.study_id()
         self.manifest = load_manifest(self.store, study_id) or StudyManifest(study_id=study_id,
                                                                              protocol=self.study.protocol())

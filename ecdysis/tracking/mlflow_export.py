@@ -22,8 +22,9 @@ from typing import Any
 
 from ecdysis.events.episodes import STEP_KINDS
 from ecdysis.metrics import summarize
+from ecdysis.protocols import Store
 from ecdysis.records import EventKind, HarnessVersion, ModificationSpec, RoundResult, RunEvent, Trajectory
-from ecdysis.tracking.config import MlflowConfig
+from ecdysis.tracking.config import MlflowConfig, TrackingConfig
 
 NAMESPACE = "tracking"
 _MAX_PARAM_CHARS = 6000
@@ -266,3 +267,12 @@ def _flatten(value: Any, prefix: str = "") -> Iterable[tuple[str, str]]:
 
 def _metric_name(model: str) -> str:
     return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in model)
+
+
+def mlflow_mirror(tracking: TrackingConfig, store: Store, run_id: str, *,
+                  warn: Callable[[str], None] | None = None) -> MlflowMirror | None:
+    """The run's MLflow mirror when ``tracking.mlflow`` is configured, else None; its one warning (server down,
+    mlflow not installed) goes to ``warn`` (the driver publishes it as a ``warning`` event)."""
+    if tracking.mlflow is None:
+        return None
+    return MlflowMirror(store, run_id, tracking.mlflow, warn=warn)

@@ -51,7 +51,7 @@ def test_a_sandbox_that_cannot_start_is_retried_then_recorded_as_infrastructure(
 
 
 def test_the_stand_in_for_an_unbuildable_backend_keeps_the_backend_protocol() -> None:
-    from ecdysis.build import UnavailableBackend
     from ecdysis.protocols import SandboxBackend
+    from ecdysis.sandbox.unavailable import UnavailableBackend
 
     assert isinstance(UnavailableBackend(RuntimeError("no interpreter")), SandboxBackend)

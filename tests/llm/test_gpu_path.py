@@ -9,8 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import yaml
 
-from ecdysis.build import rollout_settings
-from ecdysis.config import parse_config
+from ecdysis.config import parse_config, rollout_settings
 from ecdysis.llm import Gateway
 from ecdysis.records import Role
 from ecdysis.testing.stub_server import StubServer

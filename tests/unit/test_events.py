@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ecdysis.cli.progress import PlainView, RichView, make_view
 from ecdysis.events import EventFollower, EventLog, liveness
-from ecdysis.records import EventKind, Phase, Role, RunEvent, RunManifest, utc_now
+from ecdysis.records import EventKind, LLMCallRecord, Phase, Role, RunEvent, RunManifest, TokenUsage, utc_now
 from ecdysis.store import ArtifactStore
 
 
@@ -176,3 +176,15 @@ def test_a_run_ends_with_its_terminal_event_not_a_heartbeat(tmp_path: Path) -> N
     log.close()
     kinds = [e.kind for e in sorted(store.read("events", run_id="r4"), key=lambda e: e.seq)]
     assert kinds == [EventKind.RUN_STARTED, EventKind.HEARTBEAT, EventKind.RUN_FINISHED]
+
+
+def test_a_driver_gateway_call_becomes_an_llm_turn_event(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    log = EventLog(store, "r6", flush_s=60, heartbeat_s=60)
+    log.llm_turn(LLMCallRecord(call_id="c1", run_id="r6", role=Role.DIAGNOSER, model="scripted/d",
+                               tokens=TokenUsage(prompt_tokens=30, completion_tokens=12), cost_usd=None,
+                               cache_hit=True))
+    log.close()
+    [turn] = EventFollower(store, "r6").poll()
+    assert (turn.kind, turn.role, turn.tokens, turn.cost_usd) == (EventKind.LLM_TURN, Role.DIAGNOSER, 42, 0.0)
+    assert turn.payload == {"model": "scripted/d", "cache_hit": True}

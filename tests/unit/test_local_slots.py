@@ -9,8 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ecdysis.build import rollout_settings
-from ecdysis.config import parse_config
+from ecdysis.config import parse_config, rollout_settings
 
 
 class _Props(BaseHTTPRequestHandler):
