@@ -304,24 +304,56 @@ def test_training_coder_config_builds_each_agent(gateway: Gateway) -> None:
         assert type(agent).__name__ == kind
 
 
-def test_the_install_script_is_two_file_checks_when_the_agents_are_there(tmp_path: Path) -> None:
-    """A ready folder (faked here) costs no npm, pip or apt call; a missing one names what it installs."""
-    opencode = tmp_path / "opencode" / "node_modules" / "opencode-linux-x64"
+INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "sandbox" / "ensure-coding-agents.sh"
+
+
+def _fake_install(folder: Path) -> None:
+    """The two files per agent that the install script checks, as the pinned versions leave them."""
+    opencode = folder / "opencode" / "node_modules" / "opencode-linux-x64"
     (opencode / "bin").mkdir(parents=True)
     (opencode / "bin" / "opencode").write_text("#!/bin/sh\n")
     (opencode / "bin" / "opencode").chmod(0o755)
     (opencode / "package.json").write_text('{"name": "opencode-linux-x64", "version": "1.18.33"}')
-    aider = tmp_path / "aider"
+    aider = folder / "aider"
     (aider / "bin").mkdir(parents=True)
     (aider / "bin" / "aider").write_text("#!/bin/sh\n")
     (aider / "bin" / "aider").chmod(0o755)
     meta = aider / "lib" / "python3.11" / "site-packages" / "aider_chat-0.86.2.dist-info"
     meta.mkdir(parents=True)
     (meta / "METADATA").write_text("Name: aider-chat\nVersion: 0.86.2\n")
-    script = Path(__file__).resolve().parents[2] / "sandbox" / "ensure-coding-agents.sh"
+
+
+def test_the_install_script_is_two_file_checks_when_the_agents_are_there(tmp_path: Path) -> None:
+    """A ready folder (faked here) costs no npm, pip or apt call; a missing one names what it installs."""
+    _fake_install(tmp_path)
     env = {"PATH": "/usr/bin:/bin", "ECDYSIS_CODING_AGENTS_DIR": str(tmp_path)}
-    done = subprocess.run(["/bin/bash", str(script)], env=env, capture_output=True, text=True, timeout=10)
+    done = subprocess.run(["/bin/bash", str(INSTALL_SCRIPT)], env=env, capture_output=True, text=True, timeout=10)
     assert done.returncode == 0 and "OpenCode 1.18.33, aider 0.86.2" in done.stdout and "installing" not in done.stdout
+
+
+def test_the_agents_live_in_the_user_cache_and_an_install_in_the_checkout_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the script installs into, and the package looks in, ``coding-agents/`` of the user's cache; an
+    install an older script made in the checkout becomes that folder through a link, not a second install."""
+    from ecdysis.coders.install import agents_dir
+
+    repo = tmp_path / "repo"
+    (repo / "sandbox").mkdir(parents=True)
+    shutil.copy(INSTALL_SCRIPT, repo / "sandbox")
+    _fake_install(repo / ".coding-agents")
+    cache = tmp_path / "cache"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "ECDYSIS_CACHE_DIR": str(cache)}
+    done = subprocess.run(["/bin/bash", str(repo / "sandbox" / INSTALL_SCRIPT.name)], env=env, capture_output=True,
+                          text=True, timeout=10)
+    assert done.returncode == 0 and "OpenCode 1.18.33, aider 0.86.2" in done.stdout and "installing" not in done.stdout
+    assert (cache / "coding-agents").resolve() == (repo / ".coding-agents").resolve()
+    monkeypatch.delenv("ECDYSIS_CODING_AGENTS_DIR", raising=False)
+    monkeypatch.setenv("ECDYSIS_CACHE_DIR", str(cache))
+    assert agents_dir() == (repo / ".coding-agents").resolve()  # links resolved: the sandbox binds real folders
+    assert OpenCodeConfig().installed() is None and AiderConfig().installed() is None
+    monkeypatch.setenv("ECDYSIS_CACHE_DIR", str(tmp_path / "empty"))
+    assert agents_dir() == (tmp_path / "empty" / "coding-agents").resolve()
+    assert "is not installed" in str(AiderConfig().installed())
 
 
 @pytest.mark.coding_agent
