@@ -7,7 +7,7 @@ the AgentBench data (``agentbench/``, unless ``$ECDYSIS_AGENTBENCH_DATA`` names 
 ``sandbox/`` read the same variable.
 
 >>> cache_dir()                                   # doctest: +SKIP
-PosixPath('/home/me/.cache/ecdysis')
+PosixPath('.../.cache/ecdysis')
 """
 
 from __future__ import annotations

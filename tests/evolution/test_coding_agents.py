@@ -24,7 +24,7 @@ from ecdysis.benchmarks.tau2.config import Tau2Config
 from ecdysis.benchmarks.tau2.scripted import FIXES, LINE_FIRST_MARKER, REPEAT_MARKER
 from ecdysis.coders import AiderConfig, CodingAgentFailed, OpenCodeConfig, SandboxedCLIAgent
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent
-from ecdysis.coders.sandboxed import Invocation, foreign_packages, run_cli
+from ecdysis.coders.sandboxed import WORKDIR, Invocation, foreign_packages, run_cli
 from ecdysis.config import parse_config
 from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop, method
 from ecdysis.harness import copy_bundle
@@ -180,6 +180,7 @@ def test_the_sandbox_has_no_network_no_host_files_and_only_the_bundle_writable(t
     key.write_text(SECRET)
     masked = foreign_packages([])  # the host Python's packages (τ²'s gold answers, where installed system-wide)
     assert any(os.listdir(path) for path in masked), masked  # so the check below can fail
+    beside = f"{os.path.dirname(WORKDIR)}/evil"  # the sandbox's folder that holds the bundle
     probe = f"""
 import json, os, socket
 out = {{}}
@@ -194,7 +195,7 @@ out["etc"] = sorted(os.listdir("/etc"))
 for path in ["/etc/shadow", "{key}", "/root", "{tmp_path}"]:
     out[path] = os.path.exists(path)
 out["packages"] = {{path: os.listdir(path) for path in {masked!r}}}
-for path in ["/usr/evil", "/etc/evil", "/work/evil", "/work/bundle/new.py"]:
+for path in ["/usr/evil", "/etc/evil", "{beside}", "/work/bundle/new.py"]:
     try:
         open(path, "w").write("x"); out["wrote " + path] = True
     except OSError:
@@ -225,7 +226,7 @@ print("PROBE" + json.dumps(out))
     assert seen["packages"] == {path: [] for path in masked}
     assert seen["home"] == ["agent"] and seen["etc"] == ["group", "hosts", "nsswitch.conf", "passwd"]
     assert seen["wrote /work/bundle/new.py"] and not any(
-        seen[f"wrote {p}"] for p in ["/usr/evil", "/etc/evil", "/work/evil"])
+        seen[f"wrote {p}"] for p in ["/usr/evil", "/etc/evil", beside])
     assert run.changed == ["new.py"]
 
 
