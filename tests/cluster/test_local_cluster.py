@@ -31,6 +31,7 @@ import yaml
 from ecdysis.evolution.checkpoints import Checkpoints, Finished
 from ecdysis.records import Trajectory
 from ecdysis.store import ArtifactStore
+from ecdysis.usercache import cache_dir
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -46,8 +47,7 @@ LATENCY_S = "1.0"
 
 
 def _jobs_dir() -> Path:
-    cache = Path(os.environ.get("ECDYSIS_CACHE_DIR") or Path.home() / ".cache" / "ecdysis")
-    return Path(os.environ.get("ECDYSIS_CLUSTER_JOBS") or cache / "cluster" / "jobs")
+    return Path(os.environ.get("ECDYSIS_CLUSTER_JOBS") or cache_dir() / "cluster" / "jobs")
 
 
 def _config() -> dict[str, Any]:
