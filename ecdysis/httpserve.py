@@ -77,15 +77,9 @@ class BackgroundHTTPServer:
     def __init__(self, handler: type[BaseHTTPRequestHandler], *, host: str = "127.0.0.1", port: int = 0,
                  unix_socket: Path | None = None, name: str = "http-server", on_error: ErrorHook | None = None,
                  poll_interval_s: float = 0.05) -> None:
-        self.handler = handler
-        self.host = host
-        self.unix_socket = unix_socket
-        self.name = name
-        self.on_error = on_error
-        self.poll_interval_s = poll_interval_s
-        self._port = port
+        self.handler, self.name, self.on_error, self.poll_interval_s = handler, name, on_error, poll_interval_s
+        self.host, self.unix_socket, self._port = host, unix_socket, port
         self._server: _Serving | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def running(self) -> bool:
@@ -121,9 +115,8 @@ class BackgroundHTTPServer:
             server = _TCPServer((self.host, self._port), self.handler)
         server.on_error = self.on_error
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": self.poll_interval_s},
-                                        name=self.name, daemon=True)
-        self._thread.start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": self.poll_interval_s}, name=self.name,
+                         daemon=True).start()
         return self
 
     def stop(self) -> None:
