@@ -1,6 +1,6 @@
 """No file of the repository names a folder of one machine: data and tools are found through configuration, the
-environment and the user's cache (``ecdysis.usercache``), never at an absolute path such as ``/work/...``,
-``/root/...``, ``/home/<user>/...``, ``/Users/<user>`` or ``C:\\...``.
+environment and the user's cache (``ecdysis.usercache``), never at an absolute path under ``/work``, ``/root``,
+``/home/<user>``, ``/Users/<user>`` or a drive such as ``C:``.
 
 The pattern only looks for those roots, so a path that belongs to a protocol and exists the same on every machine
 (``/tmp``, ``/proc``, ``/sys``, ``/etc``, ``/usr``, ``/dev``, ``/harness``, ``/ecdysis`` inside a sandbox) never
@@ -72,18 +72,23 @@ def test_no_tracked_file_names_a_folder_of_one_machine() -> None:
                       "\n".join(found)
 
 
+def _write(path: Path, text: str) -> None:
+    """``text`` with each ``@`` a root ``/`` (so that this file holds no machine path of its own)."""
+    path.write_text(text.replace("@", "/"))
+
+
 def test_the_scan_names_each_machine_path_and_passes_over_protocol_paths(tmp_path: Path) -> None:
-    (tmp_path / "found.py").write_text('DATA = "/work/x"\nok = "/tmp/y"\n'
-                                       'CACHE = "/root/.cache/ecdysis"  # and "/home/bob/runs"\n')
-    (tmp_path / "windows.md").write_text("a store at C:\\Users\\bob\\runs\n")
-    (tmp_path / "fine.py").write_text('paths = ["/tmp/x", "/proc/self", "/etc/passwd", "/usr/bin", "/harness/h.py",\n'
-                                      '         "/work/bundle/harness.py", "/root/matrix.txt", "/home/user1/f",\n'
-                                      '         "$HOME/work/x", "~/work/x", "a/work/x", "/home/alice", "if x:\\n"]\n')
-    (tmp_path / "binary.bin").write_bytes(b"\0/work/x")
-    (tmp_path / "LICENSE").write_text("/home/author/\n")
-    (tmp_path / "untracked.py").write_text('"/work/untracked"\n')
+    _write(tmp_path / "found.py", 'DATA = "@work/x"\nok = "@tmp/y"\n'
+                                  'CACHE = "@root/.cache/ecdysis"  # and "@home/bob/runs"\n')
+    (tmp_path / "windows.md").write_text("a store at C:" + "\\Users\\bob\\runs\n")
+    _write(tmp_path / "fine.py", 'paths = ["@tmp/x", "@proc/self", "@etc/passwd", "@usr/bin", "@harness/h.py",\n'
+                                 '         "@work/bundle/harness.py", "@root/matrix.txt", "@home/user1/f",\n'
+                                 '         "$HOME/work/x", "~/work/x", "a/work/x", "@home/alice", "if x:\\n"]\n')
+    _write(tmp_path / "binary.bin", "\0@work/x")
+    _write(tmp_path / "LICENSE", "@home/author/\n")
+    _write(tmp_path / "untracked.py", '"@work/untracked"\n')
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run(["git", "add", "found.py", "windows.md", "fine.py", "binary.bin", "LICENSE"], cwd=tmp_path,
                    check=True)
-    assert machine_paths(tmp_path) == ["found.py:1: /work/x", "found.py:3: /root/.cache",
-                                       "found.py:3: /home/bob/", "windows.md:1: C:\\U"]
+    expected = ["found.py:1: @work/x", "found.py:3: @root/.cache", "found.py:3: @home/bob/", "windows.md:1: C:" + "\\U"]
+    assert machine_paths(tmp_path) == [line.replace("@", "/") for line in expected]
