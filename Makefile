@@ -15,6 +15,15 @@ PYTEST_ARGS ?=
 # `make test TEST_WORKERS=0` runs it in this process alone.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
+# AgentBench's data is never part of the project, and the package looks for it only at $ECDYSIS_AGENTBENCH_DATA and in
+# the user's cache (~/.cache/ecdysis/agentbench). Where the workplace keeps a shared copy in or beside this checkout
+# (shared/agentbench with its MANIFEST.json), the tests, the study and the bench are pointed at it here, unless the
+# environment already names one.
+AGENTBENCH_SHARED := $(firstword $(wildcard $(CURDIR)/shared/agentbench/MANIFEST.json \
+                                           $(CURDIR)/../shared/agentbench/MANIFEST.json))
+ifneq ($(AGENTBENCH_SHARED),)
+export ECDYSIS_AGENTBENCH_DATA ?= $(abspath $(dir $(AGENTBENCH_SHARED)))
+endif
 
 .PHONY: setup host-packages coding-agents local-runtime test test-fast coverage lint demo study bench sandbox-ready cluster-test cluster-bench
 
@@ -24,7 +33,8 @@ setup: host-packages $(SETUP_STAMP) coding-agents
 host-packages:
 	bash sandbox/ensure-host-packages.sh
 
-# The pinned external coding agents (OpenCode, aider) in .coding-agents/; two file checks when they are there.
+# The pinned external coding agents (OpenCode, aider) in the user's cache (~/.cache/ecdysis/coding-agents, or
+# $ECDYSIS_CODING_AGENTS_DIR); two file checks when they are there.
 coding-agents: host-packages
 	bash sandbox/ensure-coding-agents.sh
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from ecdysis.usercache import cache_dir
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "cluster" / "local-cluster.sh"
 SUBNET = os.environ.get("ECDYSIS_CLUSTER_SUBNET", "172.31.250")
@@ -99,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.update({"ECDYSIS_S3_ENDPOINT_URL": f"http://{SUBNET}.20:5000", "AWS_ACCESS_KEY_ID": "testing",
                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"})
-    cache = Path(os.environ.get("ECDYSIS_CACHE_DIR") or Path.home() / ".cache" / "ecdysis")
-    jobs = Path(os.environ.get("ECDYSIS_CLUSTER_JOBS") or cache / "cluster" / "jobs")
+    jobs = Path(os.environ.get("ECDYSIS_CLUSTER_JOBS") or cache_dir() / "cluster" / "jobs")
     _cluster("up")
     _cluster("llm-server", args.latency)
     jobs.mkdir(parents=True, exist_ok=True)

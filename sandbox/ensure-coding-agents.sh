@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Install the pinned external coding agents into <repo>/.coding-agents (gitignored), where they are missing:
-#   OpenCode 1.18.33 : npm install --prefix .coding-agents/opencode opencode-ai@1.18.33 (the binary is in the
-#                      registry package opencode-linux-x64; npm comes from Debian's nodejs/npm if missing)
-#   aider 0.86.2     : its own venv, .coding-agents/aider (its dependencies are hard-pinned)
-# A ready machine costs two file checks. Where something cannot be installed (no npm and no root, no registry), say
-# so and exit 0: the coding-agent tests then skip, naming what is missing.
+# Install the pinned external coding agents into DEST, where they are missing. DEST is $ECDYSIS_CODING_AGENTS_DIR,
+# else coding-agents/ in the user's cache ($ECDYSIS_CACHE_DIR, else ~/.cache/ecdysis: ecdysis.coders.install finds
+# them there the same way), shared by every checkout:
+#   OpenCode 1.18.33 : npm install --prefix DEST/opencode opencode-ai@1.18.33 (the binary is in the registry package
+#                      opencode-linux-x64; npm comes from Debian's nodejs/npm if missing)
+#   aider 0.86.2     : its own venv, DEST/aider (its dependencies are hard-pinned)
+# A ready machine costs two file checks. An install that an older version of this script made in the checkout
+# (<repo>/.coding-agents) is kept: DEST becomes a link to it rather than a second install (a venv cannot move).
+# Where something cannot be installed (no npm and no root, no registry), say so and exit 0: the coding-agent tests
+# then skip, naming what is missing.
 #
 #   bash sandbox/ensure-coding-agents.sh        # what `make setup` runs
 set -uo pipefail
@@ -12,8 +16,12 @@ set -uo pipefail
 OPENCODE_VERSION=1.18.33
 AIDER_VERSION=0.86.2
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="${ECDYSIS_CODING_AGENTS_DIR:-$root/.coding-agents}"
+dest="${ECDYSIS_CODING_AGENTS_DIR:-${ECDYSIS_CACHE_DIR:-$HOME/.cache/ecdysis}/coding-agents}"
 PYTHON="${PYTHON:-python3}"
+if [[ ! -e $dest && -d $root/.coding-agents ]]; then
+    mkdir -p "$(dirname "$dest")"
+    ln -s "$root/.coding-agents" "$dest" && echo "ensure-coding-agents: $dest links to the install in $root/.coding-agents"
+fi
 mkdir -p "$dest"
 
 warn() { echo "ensure-coding-agents: warning: $*" >&2; }

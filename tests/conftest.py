@@ -28,9 +28,11 @@ if os.environ.get("ECDYSIS_LIVE_TESTS") != "1":
             os.environ.pop(key)
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-# AgentBench's data is never part of the project: tests read it from the workplace's shared folder (in or beside the
-# checkout, or /work/shared for a clone elsewhere), unless ECDYSIS_AGENTBENCH_DATA names another copy.
-_agentbench_data = find_data_dir(also=(Path("/work"),))
+# AgentBench's data is never part of the project: tests read the copy $ECDYSIS_AGENTBENCH_DATA names (the Makefile
+# names the workplace's shared copy where one sits in or beside the checkout), else one in the user's cache
+# (~/.cache/ecdysis/agentbench); exported, so that subprocesses and Ray workers read the same. Without it, the tests
+# that need it skip, saying so.
+_agentbench_data = find_data_dir()
 if _agentbench_data is not None:
     os.environ["ECDYSIS_AGENTBENCH_DATA"] = str(_agentbench_data)
 

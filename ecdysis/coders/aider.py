@@ -26,7 +26,7 @@ class AiderConfig(CoderSection):
     type: Literal["aider"] = "aider"
     """Which coding agent."""
     venv: str | None = None
-    """aider's virtual environment (default: the pinned install under ``.coding-agents/aider``)."""
+    """aider's virtual environment (default: the pinned install, ``aider/`` of ``coders.install.agents_dir()``)."""
     served_name: str = "ecdysis-coder"
     """The model name aider is told (``openai/<served_name>``; the proxy always answers with ``models.coder``)."""
     edit_format: Literal["diff", "whole"] = "diff"

@@ -14,24 +14,19 @@ from __future__ import annotations
 
 import json
 import os
-import socketserver
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from ecdysis.httpserve import BackgroundHTTPServer
 from ecdysis.llm.errors import ModelAccessError
 from ecdysis.protocols import LLMClient
 from ecdysis.records import Role
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 FORWARDED_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed")
-
-
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
 
 
 class GatewayProxy:
@@ -56,41 +51,26 @@ class GatewayProxy:
         self.refused: ModelAccessError | None = None
         """The first call the provider refused for a reason that is the user's to fix (key, access, model name): the
         CLI only sees an upstream error, so whoever runs it raises this once it is done, and the run stops."""
-        self._host, self._port, self._unix_socket = host, port, unix_socket
-        self._server: socketserver.BaseServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server = BackgroundHTTPServer(_handler_for(self), host=host, port=port, unix_socket=unix_socket,
+                                            name="gateway-proxy")
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>/v1`` (TCP mode)."""
-        if self._server is None or self._unix_socket is not None:
+        if not self._server.running or self._server.unix_socket is not None:
             raise RuntimeError("base_url needs a started TCP proxy")
-        address: Any = self._server.server_address
-        return f"http://{address[0]}:{address[1]}/v1"
+        return f"{self._server.url}/v1"
 
     def start(self) -> GatewayProxy:
         """Start serving in a daemon thread."""
-        handler = _handler_for(self)
-        if self._unix_socket is not None:
-            if self._unix_socket.exists():
-                self._unix_socket.unlink()
-            server: socketserver.BaseServer = _UnixHTTPServer(str(self._unix_socket), handler)
-            os.chmod(self._unix_socket, 0o666)  # the container user is not us
-        else:
-            server = ThreadingHTTPServer((self._host, self._port), handler)
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="gateway-proxy", daemon=True)
-        self._thread.start()
+        self._server.start()
+        if self._server.unix_socket is not None:
+            os.chmod(self._server.unix_socket, 0o666)  # the container user is not us
         return self
 
     def stop(self) -> None:
-        """Stop serving. Idempotent."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._unix_socket is not None and self._unix_socket.exists():
-            self._unix_socket.unlink()
+        """Stop serving (a unix socket is removed). Idempotent."""
+        self._server.stop()
 
     def __enter__(self) -> GatewayProxy:
         return self.start()

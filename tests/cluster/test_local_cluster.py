@@ -31,6 +31,8 @@ import yaml
 from ecdysis.evolution.checkpoints import Checkpoints, Finished
 from ecdysis.records import Trajectory
 from ecdysis.store import ArtifactStore
+from ecdysis.usercache import cache_dir
+from tests.services.s3 import s3_environment
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -46,8 +48,7 @@ LATENCY_S = "1.0"
 
 
 def _jobs_dir() -> Path:
-    cache = Path(os.environ.get("ECDYSIS_CACHE_DIR") or Path.home() / ".cache" / "ecdysis")
-    return Path(os.environ.get("ECDYSIS_CLUSTER_JOBS") or cache / "cluster" / "jobs")
+    return Path(os.environ.get("ECDYSIS_CLUSTER_JOBS") or cache_dir() / "cluster" / "jobs")
 
 
 def _config() -> dict[str, Any]:
@@ -161,18 +162,8 @@ def up() -> Iterator[None]:
     jobs = _jobs_dir()
     jobs.mkdir(parents=True, exist_ok=True)
     (jobs / "cluster-e2e.yaml").write_text(yaml.safe_dump(_config()))
-    saved = {k: os.environ.get(k) for k in ("ECDYSIS_S3_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                            "AWS_DEFAULT_REGION")}
-    os.environ.update({"ECDYSIS_S3_ENDPOINT_URL": S3_ENDPOINT, "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"})
-    try:
+    with s3_environment(S3_ENDPOINT):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def fresh_store() -> str:

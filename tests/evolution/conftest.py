@@ -21,9 +21,10 @@ from ecdysis.evolution import (
     method,
 )
 from ecdysis.llm import Gateway
-from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
+from ecdysis.protocols import LLMClient, SandboxBackend
 from ecdysis.records import Trajectory
 from ecdysis.store import ArtifactStore
+from tests.episodes_support import benchmark_episodes
 from tests.services.s3 import create_bucket
 
 SCRIPTED = "scripted/ecdysis.benchmarks.refund_desk.scripted"
@@ -51,14 +52,7 @@ def refund_desk_episodes(backend: SandboxBackend, llm: LLMClient, model: str, ru
                          task_ids: list[str] | None = None) -> Callable[[HarnessRef, str, int], list[Trajectory]]:
     """A ``run(harness, phase, round)`` for a `FunctionEvaluator`: one refund-desk episode per task, through the
     benchmark seam."""
-    tasks = REFUND_DESK.tasks(None, ids=task_ids)
-
-    def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Trajectory]:
-        return [REFUND_DESK.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
-                                               model=model, run_id=run_id, round=round_, phase=phase, max_steps=12,
-                                               wall_clock_s=60), backend, llm) for task in tasks]
-
-    return evaluate
+    return benchmark_episodes(REFUND_DESK, backend, llm, model, run_id, task_ids)
 
 
 class Counting:

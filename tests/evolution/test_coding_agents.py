@@ -24,7 +24,7 @@ from ecdysis.benchmarks.tau2.config import Tau2Config
 from ecdysis.benchmarks.tau2.scripted import FIXES, LINE_FIRST_MARKER, REPEAT_MARKER
 from ecdysis.coders import AiderConfig, CodingAgentFailed, OpenCodeConfig, SandboxedCLIAgent
 from ecdysis.coders.builtin_agent import BuiltinCodingAgent
-from ecdysis.coders.sandboxed import Invocation, foreign_packages, run_cli
+from ecdysis.coders.sandboxed import WORKDIR, Invocation, foreign_packages, run_cli
 from ecdysis.config import parse_config
 from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop, method
 from ecdysis.harness import copy_bundle
@@ -180,6 +180,7 @@ def test_the_sandbox_has_no_network_no_host_files_and_only_the_bundle_writable(t
     key.write_text(SECRET)
     masked = foreign_packages([])  # the host Python's packages (τ²'s gold answers, where installed system-wide)
     assert any(os.listdir(path) for path in masked), masked  # so the check below can fail
+    beside = f"{os.path.dirname(WORKDIR)}/evil"  # the sandbox's folder that holds the bundle
     probe = f"""
 import json, os, socket
 out = {{}}
@@ -194,7 +195,7 @@ out["etc"] = sorted(os.listdir("/etc"))
 for path in ["/etc/shadow", "{key}", "/root", "{tmp_path}"]:
     out[path] = os.path.exists(path)
 out["packages"] = {{path: os.listdir(path) for path in {masked!r}}}
-for path in ["/usr/evil", "/etc/evil", "/work/evil", "/work/bundle/new.py"]:
+for path in ["/usr/evil", "/etc/evil", "{beside}", "/work/bundle/new.py"]:
     try:
         open(path, "w").write("x"); out["wrote " + path] = True
     except OSError:
@@ -225,7 +226,7 @@ print("PROBE" + json.dumps(out))
     assert seen["packages"] == {path: [] for path in masked}
     assert seen["home"] == ["agent"] and seen["etc"] == ["group", "hosts", "nsswitch.conf", "passwd"]
     assert seen["wrote /work/bundle/new.py"] and not any(
-        seen[f"wrote {p}"] for p in ["/usr/evil", "/etc/evil", "/work/evil"])
+        seen[f"wrote {p}"] for p in ["/usr/evil", "/etc/evil", beside])
     assert run.changed == ["new.py"]
 
 
@@ -304,24 +305,56 @@ def test_training_coder_config_builds_each_agent(gateway: Gateway) -> None:
         assert type(agent).__name__ == kind
 
 
-def test_the_install_script_is_two_file_checks_when_the_agents_are_there(tmp_path: Path) -> None:
-    """A ready folder (faked here) costs no npm, pip or apt call; a missing one names what it installs."""
-    opencode = tmp_path / "opencode" / "node_modules" / "opencode-linux-x64"
+INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "sandbox" / "ensure-coding-agents.sh"
+
+
+def _fake_install(folder: Path) -> None:
+    """The two files per agent that the install script checks, as the pinned versions leave them."""
+    opencode = folder / "opencode" / "node_modules" / "opencode-linux-x64"
     (opencode / "bin").mkdir(parents=True)
     (opencode / "bin" / "opencode").write_text("#!/bin/sh\n")
     (opencode / "bin" / "opencode").chmod(0o755)
     (opencode / "package.json").write_text('{"name": "opencode-linux-x64", "version": "1.18.33"}')
-    aider = tmp_path / "aider"
+    aider = folder / "aider"
     (aider / "bin").mkdir(parents=True)
     (aider / "bin" / "aider").write_text("#!/bin/sh\n")
     (aider / "bin" / "aider").chmod(0o755)
     meta = aider / "lib" / "python3.11" / "site-packages" / "aider_chat-0.86.2.dist-info"
     meta.mkdir(parents=True)
     (meta / "METADATA").write_text("Name: aider-chat\nVersion: 0.86.2\n")
-    script = Path(__file__).resolve().parents[2] / "sandbox" / "ensure-coding-agents.sh"
+
+
+def test_the_install_script_is_two_file_checks_when_the_agents_are_there(tmp_path: Path) -> None:
+    """A ready folder (faked here) costs no npm, pip or apt call; a missing one names what it installs."""
+    _fake_install(tmp_path)
     env = {"PATH": "/usr/bin:/bin", "ECDYSIS_CODING_AGENTS_DIR": str(tmp_path)}
-    done = subprocess.run(["/bin/bash", str(script)], env=env, capture_output=True, text=True, timeout=10)
+    done = subprocess.run(["/bin/bash", str(INSTALL_SCRIPT)], env=env, capture_output=True, text=True, timeout=10)
     assert done.returncode == 0 and "OpenCode 1.18.33, aider 0.86.2" in done.stdout and "installing" not in done.stdout
+
+
+def test_the_agents_live_in_the_user_cache_and_an_install_in_the_checkout_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the script installs into, and the package looks in, ``coding-agents/`` of the user's cache; an
+    install an older script made in the checkout becomes that folder through a link, not a second install."""
+    from ecdysis.coders.install import agents_dir
+
+    repo = tmp_path / "repo"
+    (repo / "sandbox").mkdir(parents=True)
+    shutil.copy(INSTALL_SCRIPT, repo / "sandbox")
+    _fake_install(repo / ".coding-agents")
+    cache = tmp_path / "cache"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "ECDYSIS_CACHE_DIR": str(cache)}
+    done = subprocess.run(["/bin/bash", str(repo / "sandbox" / INSTALL_SCRIPT.name)], env=env, capture_output=True,
+                          text=True, timeout=10)
+    assert done.returncode == 0 and "OpenCode 1.18.33, aider 0.86.2" in done.stdout and "installing" not in done.stdout
+    assert (cache / "coding-agents").resolve() == (repo / ".coding-agents").resolve()
+    monkeypatch.delenv("ECDYSIS_CODING_AGENTS_DIR", raising=False)
+    monkeypatch.setenv("ECDYSIS_CACHE_DIR", str(cache))
+    assert agents_dir() == (repo / ".coding-agents").resolve()  # links resolved: the sandbox binds real folders
+    assert OpenCodeConfig().installed() is None and AiderConfig().installed() is None
+    monkeypatch.setenv("ECDYSIS_CACHE_DIR", str(tmp_path / "empty"))
+    assert agents_dir() == (tmp_path / "empty" / "coding-agents").resolve()
+    assert "is not installed" in str(AiderConfig().installed())
 
 
 @pytest.mark.coding_agent

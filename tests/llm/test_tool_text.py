@@ -9,8 +9,9 @@ import pytest
 
 from ecdysis.llm import Gateway, GatewayConfig, ModelConfig, ToolCallParsing
 from ecdysis.llm.tool_text import offered_names, parse_tool_calls
+from ecdysis.protocols import Completion
 from ecdysis.records import Role
-from ecdysis.testing.stub_server import StubServer
+from ecdysis.testing.stub_server import ReplyFn, StubServer
 
 NAMES = {"get_weather", "list_files"}
 
@@ -176,10 +177,14 @@ def _gateway(stub: StubServer, parsing: ToolCallParsing) -> Gateway:
     return Gateway(GatewayConfig(models=models, max_retries=0, cache=False))
 
 
+def _lenient_weather(reply: ReplyFn) -> Completion:
+    """The gateway's answer to the weather question, the tool offered, from a lenient model that answers ``reply``."""
+    with StubServer(reply) as stub:
+        return _gateway(stub, ToolCallParsing.LENIENT).complete("openai/qwen", MESSAGES, role=Role.TASK, tools=WEATHER)
+
+
 def test_gateway_lenient_model_gets_tool_calls_from_text() -> None:
-    with StubServer(_fenced) as stub:
-        reply = _gateway(stub, ToolCallParsing.LENIENT).complete("openai/qwen", MESSAGES, role=Role.TASK,
-                                                                 tools=WEATHER)
+    reply = _lenient_weather(_fenced)
     [call] = reply.tool_calls
     assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Paris"}
     assert reply.content is None
@@ -199,9 +204,7 @@ def test_gateway_keeps_structured_tool_calls_over_text() -> None:
                    context: dict[str, Any]) -> dict[str, Any]:
         return {"content": FENCED, "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Bern"}}}]}
 
-    with StubServer(structured) as stub:
-        reply = _gateway(stub, ToolCallParsing.LENIENT).complete("openai/qwen", MESSAGES, role=Role.TASK,
-                                                                 tools=WEATHER)
+    reply = _lenient_weather(structured)
     [call] = reply.tool_calls
     assert json.loads(call["function"]["arguments"]) == {"city": "Bern"} and reply.content == FENCED
 
@@ -210,9 +213,7 @@ def test_gateway_lenient_model_reads_an_openai_tool_calls_wrapper() -> None:
     def wrapped(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: dict[str, Any]) -> str:
         return json.dumps({"tool_calls": [_openai("get_weather", json.dumps({"city": "Quito"}))]})
 
-    with StubServer(wrapped) as stub:
-        reply = _gateway(stub, ToolCallParsing.LENIENT).complete("openai/qwen", MESSAGES, role=Role.TASK,
-                                                                 tools=WEATHER)
+    reply = _lenient_weather(wrapped)
     [call] = reply.tool_calls
     assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Quito"}
     assert reply.content is None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import BUNDLES, Episode, docker_skip_reason, limits_config, session_containers
+from sandbox_support import BUNDLES, Episode, limits_config, session_containers, skip_without_docker
 
 from ecdysis.sandbox import ProtocolOutcome, bundle_hash, make_backend, run_protocol
 
@@ -29,9 +29,7 @@ def backends() -> Iterator[dict[str, Any]]:
                         pytest.param("process", marks=pytest.mark.sandbox)])
 def kind(request: pytest.FixtureRequest) -> str:
     if request.param == "docker":
-        reason = docker_skip_reason()
-        if reason:
-            pytest.skip(reason)
+        skip_without_docker()
     return str(request.param)
 
 

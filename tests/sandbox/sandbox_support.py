@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ecdysis.sandbox import (
     DockerSandboxConfig,
     ProcessSandboxConfig,
     ProtocolOutcome,
     docker_available,
+    make_backend,
 )
 from ecdysis.sandbox.procfs import processes_of
 
@@ -37,6 +41,25 @@ def docker_skip_reason() -> str | None:
     finally:
         client.close()
     return None
+
+
+def skip_without_docker() -> None:
+    """Skip the calling test, saying why, where the docker backend cannot be tested here."""
+    reason = docker_skip_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def limited_docker_backend(**overrides: Any) -> Iterator[Any]:
+    """The docker backend with the tight test limits (:func:`limits_config`, and ``overrides``), shut down when the
+    block ends; the calling test skips where Docker cannot be tested."""
+    skip_without_docker()
+    backend = make_backend(limits_config("docker", **overrides))
+    try:
+        yield backend
+    finally:
+        backend.shutdown()
 
 
 def limits_config(kind: str, **overrides: Any) -> DockerSandboxConfig | ProcessSandboxConfig:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sandbox_support import BUNDLES, docker_client, docker_skip_reason, limits_config
+from sandbox_support import BUNDLES, docker_client, limits_config, skip_without_docker
 
 import ecdysis.sandbox.docker_backend as docker_module
 from ecdysis.records import TerminationReason
@@ -25,9 +25,7 @@ NOTHING = {"found": {folder: [] for folder in WRITABLE}, "others": [], "ipc": {"
 
 @pytest.fixture
 def docker_backend() -> Iterator[Any]:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_without_docker()
     made = make_backend(limits_config("docker", reuse_episodes=100))  # reuse is opt-in
     yield made
     made.shutdown()

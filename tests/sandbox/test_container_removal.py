@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import requests.exceptions
-from sandbox_support import SESSION_ID, TEST_LABEL, docker_client, docker_skip_reason
+from sandbox_support import SESSION_ID, TEST_LABEL, docker_client, skip_without_docker
 
 from ecdysis.sandbox import DockerSandboxConfig
 from ecdysis.sandbox.removal import remove_container
@@ -21,9 +21,7 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def clients() -> Iterator[tuple[Any, Any]]:
     """A client that waits as usual, and one over the same engine whose read time-out is 1 ms."""
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_without_docker()
     import docker
 
     patient = docker_client()

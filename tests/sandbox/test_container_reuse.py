@@ -11,10 +11,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sandbox_support import BUNDLES, MIB, assert_gone, docker_client, docker_skip_reason, limits_config
+from sandbox_support import (
+    BUNDLES,
+    MIB,
+    assert_gone,
+    docker_client,
+    limited_docker_backend,
+)
 
 from ecdysis.records import TerminationReason
-from ecdysis.sandbox import ProtocolOutcome, bundle_hash, make_backend, run_protocol
+from ecdysis.sandbox import ProtocolOutcome, bundle_hash, run_protocol
 
 ATTACKS = BUNDLES / "attacks"
 HOLDER = {"/sbin/docker-init -- sleep infinity", "sleep infinity"}
@@ -23,12 +29,8 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def reusing() -> Iterator[Any]:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    backend = make_backend(limits_config("docker", reuse_episodes=100))
-    yield backend
-    backend.shutdown()
+    with limited_docker_backend(reuse_episodes=100) as backend:
+        yield backend
 
 
 def run(backend: Any, config: dict[str, Any], *, wall_clock_s: float = 20.0) -> tuple[ProtocolOutcome, Any]:
@@ -105,34 +107,22 @@ def test_a_container_is_reused_only_after_a_clean_end(reusing: Any, config: dict
 
 
 def test_reuse_episodes_one_is_one_container_per_episode() -> None:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    backend = make_backend(limits_config("docker", reuse_episodes=1))
-    try:
+    with limited_docker_backend(reuse_episodes=1) as backend:
         outcomes = [run(backend, {"attack": "tmp_state"}) for _ in range(2)]
         for outcome, sandbox in outcomes:
             assert report(outcome)["existed"] is False
             assert sandbox.exec_id is None and not sandbox.returned  # the runtime is the container's own process
             assert_gone(sandbox)
         assert outcomes[0][1].container.id != outcomes[1][1].container.id
-    finally:
-        backend.shutdown()
 
 
 def test_a_container_retires_after_reuse_episodes() -> None:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    backend = make_backend(limits_config("docker", reuse_episodes=2))
-    try:
+    with limited_docker_backend(reuse_episodes=2) as backend:
         sandboxes = [run(backend, {"attack": "tmp_state"})[1] for _ in range(3)]
         first, second, third = (sandbox.container.id for sandbox in sandboxes)
         assert first == second != third
         assert sandboxes[0].returned and not sandboxes[1].returned and sandboxes[2].returned
         assert_gone(sandboxes[1])  # its second episode was its last: removed
-    finally:
-        backend.shutdown()
 
 
 def test_out_of_memory_in_a_reused_container(reusing: Any) -> None:
@@ -154,17 +144,11 @@ def test_counters_a_harness_moves_do_not_reach_its_next_episode(reuse_episodes: 
     """Issue 50, finding 4: a harness moved the pid counter, /tmp's inode numbers, the SysV IPC ids and the memory
     peak of its container by a chosen value and read it back in its next episode. By default the next episode reads
     exactly what it reads after an episode that moved nothing; with reuse opted in, the values still cross."""
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
     overrides = {} if reuse_episodes is None else {"reuse_episodes": reuse_episodes}
-    backend = make_backend(limits_config("docker", **overrides))
-    try:
+    with limited_docker_backend(**overrides) as backend:
         control = report(run(backend, {"attack": "counters"})[0])
         report(run(backend, {"attack": "mark", "value": MARK, "memory_mb": 128})[0])
         seen = report(run(backend, {"attack": "counters"})[0])
-    finally:
-        backend.shutdown()
     assert control["memory_peak"] is not None, control  # the cgroup's peak is readable in the container
     if reuse_episodes is None:
         assert (seen["inode"], seen["ipc"]) == (control["inode"], control["ipc"]), (control, seen)

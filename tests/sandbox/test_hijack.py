@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sandbox_support import BUNDLES, docker_client, docker_skip_reason, limits_config
+from sandbox_support import BUNDLES, docker_client, limited_docker_backend, limits_config, skip_without_docker
 
 from ecdysis.records import TerminationReason
-from ecdysis.sandbox import bundle_hash, make_backend, run_protocol
+from ecdysis.sandbox import bundle_hash, run_protocol
 from ecdysis.sandbox.docker_backend import HOLDER_COMMAND
 from ecdysis.sandbox.hijack import HijackedSocket
 
@@ -19,9 +19,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def client() -> Iterator[Any]:
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_without_docker()
     client = docker_client()
     yield client
     client.close()
@@ -44,17 +42,11 @@ def test_output_read_with_the_headers_is_served_first(client: Any, late_http_hea
 
 def test_a_sandbox_whose_headers_are_read_late_runs_its_episode(late_http_headers: None) -> None:
     """The runtime's ``ready`` line comes in with the headers; read from the bare socket, it was lost."""
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    backend = make_backend(limits_config("docker"))
     folder = BUNDLES / "attacks"
-    try:
+    with limited_docker_backend() as backend:
         for _ in range(2):  # in a new container, then in the same one reused
             sandbox = backend.acquire(folder, bundle_hash(folder))
             session = {"episode_id": uuid.uuid4().hex, "config": {"attack": "events", "count": 1}}
             outcome = run_protocol(sandbox, {"mode": "episode", "session": session}, {}, wall_clock_s=20,
                                    max_requests=5)
             assert outcome.finish_reason is TerminationReason.AGENT_STOP, (outcome.note, outcome.stderr_tail)
-    finally:
-        backend.shutdown()

@@ -4,7 +4,6 @@ the same session attributes, the same refusal error, the same reply objects, fin
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 
 from ecdysis.records import TerminationReason
 from ecdysis.sandbox import HandlerError, ProtocolOutcome, bundle_hash, run_protocol
-from ecdysis.testing.sandbox import InMemoryBackend, SessionError
+from ecdysis.testing.sandbox import SessionError
 
 HARNESS = '''
 import rules
@@ -51,13 +50,6 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def memory() -> Iterator[InMemoryBackend]:
-    backend = InMemoryBackend()
-    yield backend
-    backend.shutdown()
-
-
 def _peek(params: dict[str, Any]) -> Any:
     raise HandlerError("write_tool", f"{params['name']} writes; peek is read-only")
 
@@ -87,10 +79,10 @@ def _seen(outcome: ProtocolOutcome) -> tuple[Any, ...]:
     ("episode", {"raise": "missing"}, TerminationReason.HARNESS_ERROR),
     ("selftest", {}, None),
 ])
-def test_a_bundle_behaves_the_same_in_memory_and_in_a_real_sandbox(limited_backend: Any, memory: InMemoryBackend,
+def test_a_bundle_behaves_the_same_in_memory_and_in_a_real_sandbox(limited_backend: Any, memory_backend: Any,
                                                                   bundle: Path, mode: str, config: dict[str, Any],
                                                                   reason: TerminationReason | None) -> None:
-    real, fast = _run(limited_backend, bundle, mode, config), _run(memory, bundle, mode, config)
+    real, fast = _run(limited_backend, bundle, mode, config), _run(memory_backend, bundle, mode, config)
     assert _seen(fast) == _seen(real)
     if reason is not None:
         assert real.finish_reason is reason, real.note

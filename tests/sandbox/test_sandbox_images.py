@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sandbox_support import BUNDLES, docker_client, docker_skip_reason
+from sandbox_support import BUNDLES, docker_client, skip_without_docker
 
 from ecdysis.sandbox import BundleError, DockerSandboxConfig, bundle_hash
 from ecdysis.sandbox.images import IMAGE_REPOSITORY, ensure_harness_image
@@ -30,9 +30,7 @@ def _mark_unique(folder: Path) -> Path:
 @pytest.fixture
 def docker_bundle(bundle: Path) -> Path:
     """``bundle`` made unique, on a host whose Docker daemon answers (else the test is skipped)."""
-    reason = docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_without_docker()
     return _mark_unique(bundle)
 
 

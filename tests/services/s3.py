@@ -65,23 +65,29 @@ TEST_CREDENTIALS = {
 
 
 @contextlib.contextmanager
-def moto_s3_environment() -> Iterator[str]:
-    """A moto S3 server whose endpoint (``ECDYSIS_S3_ENDPOINT_URL``) and fake credentials are exported while it
-    runs, so child processes and Ray workers reach it too; the previous environment is restored on exit."""
+def s3_environment(endpoint: str) -> Iterator[None]:
+    """``ECDYSIS_S3_ENDPOINT_URL`` set to ``endpoint`` and the fake credentials exported while the block runs, so
+    child processes and Ray workers reach it too; the previous environment is restored on exit."""
     import os
 
-    with moto_s3_server() as endpoint:
-        env = {**TEST_CREDENTIALS, "ECDYSIS_S3_ENDPOINT_URL": endpoint}
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        try:
-            yield endpoint
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    env = {**TEST_CREDENTIALS, "ECDYSIS_S3_ENDPOINT_URL": endpoint}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def moto_s3_environment() -> Iterator[str]:
+    """A moto S3 server, its endpoint and fake credentials exported while it runs (:func:`s3_environment`)."""
+    with moto_s3_server() as endpoint, s3_environment(endpoint):
+        yield endpoint
 
 
 def create_bucket(endpoint: str, prefix: str = "t") -> str:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from ecdysis.benchmarks.agentbench import manifest
 from ecdysis.benchmarks.agentbench.dbbench import server as dbserver
 from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
 from ecdysis.cli import demo_local
@@ -40,8 +39,7 @@ def test_qwen_runs_dbbench_when_data_and_mariadb_are_there(tmp_path: Path, monke
 
 def test_qwen_falls_back_to_airline_with_a_user_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DATA_ENV, raising=False)
-    monkeypatch.setattr(manifest, "_CHECKOUT", tmp_path / "repo")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ECDYSIS_CACHE_DIR", str(tmp_path / "cache"))
     plan = demo_local.qwen_plan()
     cfg = demo_local.plan_config(plan)
     assert "no AgentBench data folder" in plan.note

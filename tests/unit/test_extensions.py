@@ -17,6 +17,7 @@ import ecdysis
 from ecdysis import extensions
 from ecdysis.cli.main import app
 from ecdysis.config import ConfigError, parse_config
+from tests.episodes_support import benchmark_episodes
 
 PACKAGE = Path(ecdysis.__file__).parent
 REPO = PACKAGE.parent
@@ -193,9 +194,8 @@ def test_a_training_run_goes_through_the_throwaway_package(throwaway: Any, tmp_p
     """The run is built from the parsed config only, as the driver builds it: the plugin's benchmark, sandbox,
     method (and its own option) and coding agent all serve it."""
     from ecdysis.benchmarks import build
-    from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, HarnessRef, LoopSettings, TrainingLoop
+    from ecdysis.evolution import DiagnoserParts, FunctionEvaluator, LoopSettings, TrainingLoop
     from ecdysis.llm import Gateway
-    from ecdysis.protocols import EpisodeRequest
     from ecdysis.sandbox import make_backend
     from ecdysis.store import ArtifactStore
 
@@ -205,12 +205,7 @@ def test_a_training_run_goes_through_the_throwaway_package(throwaway: Any, tmp_p
     bench, store, backend = build(config.benchmark), ArtifactStore(tmp_path / "runs"), make_backend(config.sandbox)
     scripted = "scripted/ecdysis.benchmarks.refund_desk.scripted"
     with Gateway(store=store) as llm:
-        def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Any]:
-            return [bench.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
-                                             model=f"{scripted}:task_model", run_id="plugin", round=round_,
-                                             phase=phase, max_steps=12, wall_clock_s=30), backend, llm)
-                    for task in bench.tasks(None)]
-
+        evaluate = benchmark_episodes(bench, backend, llm, f"{scripted}:task_model", "plugin")
         settings = LoopSettings(run_id="plugin", method=config.training.method.type,
                                 harness_dir=bench.seed_harnesses()["human"], max_rounds=1, workspace=tmp_path / "ws")
         loop = TrainingLoop(settings, store, llm, backend, FunctionEvaluator(evaluate),

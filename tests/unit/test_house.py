@@ -12,8 +12,9 @@ import pytest
 
 import ecdysis
 from ecdysis import extensions
-from ecdysis.evolution import BatchDiagnoser, FunctionEvaluator, HarnessRef, LoopSettings, MethodSection, TrainingLoop
+from ecdysis.evolution import BatchDiagnoser, FunctionEvaluator, LoopSettings, MethodSection, TrainingLoop
 from ecdysis.evolution.checkpoints import CheckpointError, Checkpoints, RunStarted
+from tests.episodes_support import benchmark_episodes
 
 PACKAGE = Path(ecdysis.__file__).parent
 
@@ -85,7 +86,6 @@ def test_a_new_method_is_one_registry_entry(registry: Any, tmp_path: Path) -> No
     from ecdysis.config import parse_config
     from ecdysis.evolution.methods import DiagnoserParts
     from ecdysis.llm import Gateway
-    from ecdysis.protocols import EpisodeRequest
     from ecdysis.store import ArtifactStore
     from ecdysis.testing.sandbox import InMemoryBackend
 
@@ -104,12 +104,7 @@ def test_a_new_method_is_one_registry_entry(registry: Any, tmp_path: Path) -> No
     scripted = "scripted/ecdysis.benchmarks.refund_desk.scripted"
     backend = InMemoryBackend()
     with Gateway(store=store) as llm:
-        def evaluate(harness: HarnessRef, phase: str, round_: int) -> list[Any]:
-            return [bench.run(EpisodeRequest(task=task, harness_dir=harness.path, harness_hash=harness.hash,
-                                             model=f"{scripted}:task_model", run_id="first-two", round=round_,
-                                             phase=phase, max_steps=12, wall_clock_s=30), backend, llm)
-                    for task in bench.tasks(None)]
-
+        evaluate = benchmark_episodes(bench, backend, llm, f"{scripted}:task_model", "first-two")
         settings = LoopSettings(run_id="first-two", method="first-two", harness_dir=bench.seed_harnesses()["human"],
                                 max_rounds=1, workspace=tmp_path / "ws")
         diagnoser = config.training.method.diagnoser(DiagnoserParts(llm=llm, model=f"{scripted}:diagnoser"))

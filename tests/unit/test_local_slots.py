@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from ecdysis.config import parse_config, rollout_settings
+from ecdysis.httpserve import BackgroundHTTPServer
 
 
 class _Props(BaseHTTPRequestHandler):
@@ -29,12 +29,8 @@ class _Props(BaseHTTPRequestHandler):
 @pytest.fixture
 def llama_props() -> Iterator[str]:
     """A loopback server answering ``/props`` as llama-server does (3 slots)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Props)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with BackgroundHTTPServer(_Props) as server:
+        yield f"{server.url}/v1"
 
 
 def _config(task: str, api_base: str | None, **rollouts: object) -> object:

@@ -26,11 +26,11 @@ WEAK = {"type": "process", "isolation": "weak", "drop_privileges": False, "priva
 def _recorded(**overrides: Any) -> dict[str, Any]:
     """A training run's manifest as the recording machine stored it: its whole config, execution settings too."""
     cfg = parse_config({
-        "run_name": "rec", "storage": {"uri": "/home/someone/runs"}, "sandbox": WEAK,
-        "benchmark": {"type": "agentbench-db", "train_tasks": 2, "data_dir": "/home/someone/agentbench"},
+        "run_name": "rec", "storage": {"uri": "/srv/recorder/runs"}, "sandbox": WEAK,
+        "benchmark": {"type": "agentbench-db", "train_tasks": 2, "data_dir": "/srv/recorder/agentbench"},
         "models": {"task": "local/qwen-1.5b", "diagnoser": "local/qwen-1.5b", "coder": "local/qwen-1.5b"},
         "llm": {"models": {"local/qwen-1.5b": {"api_base": "http://10.0.0.9:8080/v1", "params": {"temperature": 0}}}},
-        "training": {"coder": {"type": "opencode", "binary": "/home/someone/evil", "extra_args": ["--x"]}},
+        "training": {"coder": {"type": "opencode", "binary": "/srv/recorder/evil", "extra_args": ["--x"]}},
         "rollouts": {"workers": 64, "max_steps": 5}, **overrides})
     manifest = RunManifest(run_id="rec-se-1", kind="train", method="se", config=cfg.model_dump(mode="json"),
                            status="finished", tasks=[Task(benchmark="agentbench-db", domain="dbbench",

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 class _AgentBenchSection(BenchmarkSection):
     data_dir: str | None = None
-    """The AgentBench data folder (a checkout of THUDM/AgentBench at the pinned commit, or this project's
-    ``shared/agentbench``); None: ``$ECDYSIS_AGENTBENCH_DATA``. Every file is checked against its pinned sha256."""
+    """The AgentBench data folder (a checkout of THUDM/AgentBench at the pinned commit, or this project's shared
+    layout); None: ``$ECDYSIS_AGENTBENCH_DATA``, else ``agentbench/`` in the user's cache (``~/.cache/ecdysis``).
+    Every file is checked against its pinned sha256."""
 
 
 class AgentBenchDBConfig(_AgentBenchSection):

@@ -1,9 +1,11 @@
 """AgentBench's data files, found in a data folder and checked against the sha256s pinned here.
 
-The data is not part of Ecdysis. A data folder is either this project's ``shared/agentbench`` layout (``dbbench/``,
+The data is not part of Ecdysis. A data folder is either this project's shared layout (``dbbench/``,
 ``os_interaction/``, with its own ``MANIFEST.json``) or a checkout of THUDM/AgentBench at the pinned commit (files
-under ``data/``). ``pinned_files.json`` beside this module lists every file's sha256 and both of its paths; a file
-that is missing or differs is refused with an error naming it.
+under ``data/``). A config names it (``benchmark.data_dir``), else ``$ECDYSIS_AGENTBENCH_DATA``, else the user's
+cache holds it (``~/.cache/ecdysis/agentbench``, a copy or a link: :func:`find_data_dir`). ``pinned_files.json``
+beside this module lists every file's sha256 and both of its paths; a file that is missing or differs is refused
+with an error naming it.
 
 >>> data = AgentBenchData("../shared/agentbench")       # doctest: +SKIP
 >>> data.path("dbbench/dev.jsonl")                      # doctest: +SKIP
@@ -18,6 +20,7 @@ import threading
 from pathlib import Path
 
 from ecdysis.benchmarks.agentbench.subset import SUBSET_FILE, Subset
+from ecdysis.usercache import cache_dir
 
 PINNED = json.loads((Path(__file__).parent / "pinned_files.json").read_text())
 COMMIT: str = PINNED["commit"]
@@ -25,21 +28,15 @@ DATA_ENV = "ECDYSIS_AGENTBENCH_DATA"
 """Environment variable naming the data folder when a config does not."""
 
 
-_CHECKOUT = Path(__file__).resolve().parents[3]
-"""The folder holding the ``ecdysis`` package: a checkout's root when run from one."""
-
-
-def find_data_dir(*, also: tuple[Path, ...] = ()) -> Path | None:
-    """The data folder to use when a config names none: ``$ECDYSIS_AGENTBENCH_DATA``, else a ``shared/agentbench``
-    with its ``MANIFEST.json`` in or beside this checkout, the working directory or a folder of ``also``; None when
-    there is none. (The files are checked when :class:`AgentBenchData` reads them, not here.)"""
+def find_data_dir() -> Path | None:
+    """The data folder to use when a config names none: ``$ECDYSIS_AGENTBENCH_DATA``, else ``agentbench/`` in the
+    user's cache (:func:`ecdysis.usercache.cache_dir`) when it holds a ``MANIFEST.json``; None when there is neither.
+    Nothing beside the installation or the working directory is looked at. (The files are checked when
+    :class:`AgentBenchData` reads them, not here.)"""
     if os.environ.get(DATA_ENV):
         return Path(os.environ[DATA_ENV])
-    for base in (_CHECKOUT, _CHECKOUT.parent, Path.cwd(), Path.cwd().parent, *also):
-        candidate = base / "shared" / "agentbench"
-        if (candidate / "MANIFEST.json").is_file():
-            return candidate
-    return None
+    cached = cache_dir() / "agentbench"
+    return cached if (cached / "MANIFEST.json").is_file() else None
 
 
 class AgentBenchDataError(ValueError):
@@ -54,11 +51,11 @@ class AgentBenchData:
     """A verified AgentBench data folder."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        chosen = root if root is not None else os.environ.get(DATA_ENV)
+        chosen = root if root is not None else find_data_dir()
         if not chosen:
             raise AgentBenchDataError(
                 f"no AgentBench data folder: set benchmark.data_dir or ${DATA_ENV} to a checkout of THUDM/AgentBench "
-                f"at commit {COMMIT}")
+                f"at commit {COMMIT} (or put one, or a link to one, at {cache_dir() / 'agentbench'})")
         self.root = Path(chosen).expanduser().resolve()
         if not self.root.is_dir():
             raise AgentBenchDataError(f"AgentBench data folder {self.root} does not exist")

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
 from typing import Any
 
-from ecdysis.benchmarks.agentbench.manifest import find_data_dir
+from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, find_data_dir
 from ecdysis.benchmarks.agentbench.os_interaction.environment import KIND_LABEL, OSEpisode, OSService
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask
 from ecdysis.sandbox.ownership import OWNER_LABEL, owner
+from ecdysis.usercache import cache_dir
 
-# a Path even where no data folder exists: the skip marks test it
-DATA_DIR = find_data_dir() or Path("/work/shared/agentbench")
+DATA_DIR = find_data_dir() or cache_dir() / "agentbench"
+"""``$ECDYSIS_AGENTBENCH_DATA`` (the Makefile sets it where the workplace keeps a shared copy) or the user's cache's
+copy; a Path even where no data folder exists (the one a copy would be found at): :data:`NO_DATA` says so."""
+NO_DATA = None if DATA_DIR.is_dir() else (f"needs the AgentBench data folder: set ${DATA_ENV} or put it (or a link "
+                                          f"to it) at {DATA_DIR}")
+"""Why the tests that read the data skip, or None when it is there."""
 FULL = os.environ.get("ECDYSIS_AGENTBENCH_FULL") == "1"
 SAMPLE = 25
 WRONG = "__not_the_answer__"

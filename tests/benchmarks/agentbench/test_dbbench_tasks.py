@@ -132,20 +132,3 @@ def test_record_checks() -> None:
     with pytest.raises(ValueError, match="does not have 2 cells"):
         task_from_record(short_row, "std", 0)
     assert parse_answer_md5("abc") == "abc"
-
-
-def test_the_data_folder_is_the_environments_first_else_a_shared_folder_with_a_manifest(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, find_data_dir
-
-    monkeypatch.setenv(DATA_ENV, str(tmp_path / "named"))
-    assert find_data_dir() == tmp_path / "named"  # named: used as given (its files are checked when read)
-    monkeypatch.delenv(DATA_ENV)
-    (tmp_path / "work" / "shared" / "agentbench").mkdir(parents=True)
-    (tmp_path / "empty" / "shared" / "agentbench").mkdir(parents=True)
-    (tmp_path / "work" / "shared" / "agentbench" / "MANIFEST.json").write_text("{}")
-    found = find_data_dir(also=(tmp_path / "empty", tmp_path / "work"))
-    assert found is not None and (found / "MANIFEST.json").is_file()  # a folder without a manifest is passed over
-    assert found != tmp_path / "empty" / "shared" / "agentbench"
-    monkeypatch.chdir(tmp_path / "work")
-    assert find_data_dir() in (DATA_DIR, tmp_path / "work" / "shared" / "agentbench")

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from os_support import DATA_DIR, FULL, act_correctly, act_wrongly, docker_unavailable, sample
+from os_support import DATA_DIR, FULL, NO_DATA, act_correctly, act_wrongly, docker_unavailable, sample
 
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 from ecdysis.benchmarks.agentbench.os_interaction.environment import OSEpisode, OSService
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, load_tasks
 
-_why = docker_unavailable() or (None if DATA_DIR.is_dir() else f"no AgentBench data folder at {DATA_DIR}")
+_why = docker_unavailable() or NO_DATA
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 ALWAYS = {

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from os_support import DATA_DIR, docker_unavailable, leftover_containers, shown_output
+from os_support import DATA_DIR, NO_DATA, docker_unavailable, leftover_containers, shown_output
 
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 from ecdysis.benchmarks.agentbench.os_interaction.dockerio import exec_finished, run_exec
@@ -16,7 +16,7 @@ from ecdysis.benchmarks.agentbench.os_interaction.environment import CAPABILITIE
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import Match, OSGold, OSTask, Script, load_tasks
 from ecdysis.benchmarks.agentbench.os_interaction.tools import INVALID_CALL, TRUNCATED_NOTE
 
-_why = docker_unavailable() or (None if DATA_DIR.is_dir() else f"no AgentBench data folder at {DATA_DIR}")
+_why = docker_unavailable() or NO_DATA
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 LINES = "std-004-Q19-00000"  # "How many lines are there in /root/matrix.txt": 3, by `cat ... | wc -l`

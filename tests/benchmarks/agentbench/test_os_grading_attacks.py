@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import docker.errors
 import pytest
-from os_support import DATA_DIR, docker_unavailable, shown_output
+from os_support import DATA_DIR, NO_DATA, docker_unavailable, shown_output
 
 from ecdysis.benchmarks.agentbench.errors import EnvironmentSetupError
 from ecdysis.benchmarks.agentbench.os_interaction import snapshot
@@ -21,7 +21,7 @@ from ecdysis.benchmarks.agentbench.os_interaction.grading import evaluate
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import OSTask, load_tasks
 from ecdysis.sandbox.ownership import OWNER_LABEL
 
-_why = docker_unavailable() or (None if DATA_DIR.is_dir() else f"no AgentBench data folder at {DATA_DIR}")
+_why = docker_unavailable() or NO_DATA
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 LINES = "std-004-Q19-00000"  # "How many lines are there in /root/matrix.txt": 3, by its example `cat ... | wc -l`

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from os_support import DATA_DIR
+from os_support import DATA_DIR, NO_DATA
 
 from ecdysis.benchmarks.agentbench.os_interaction.checks import HARDENED, READ_NOTHING_ELSE
 from ecdysis.benchmarks.agentbench.os_interaction.tasks import PROMPT_TEMPLATE, SYSTEM_PROMPT, load_tasks
 
-pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"needs the AgentBench data at {DATA_DIR}: set "
-                                                              "$ECDYSIS_AGENTBENCH_DATA or put it in the shared folder")
+pytestmark = pytest.mark.skipif(NO_DATA is not None, reason=str(NO_DATA))
 
 SCRIPT_FILE_TASKS = {
     *(f"std-001-stock-{index:05d}" for index in range(7)),  # init/stock-log.sh

@@ -14,6 +14,7 @@ from ecdysis.benchmarks.tau2.domain import TauDomain, select_tasks
 from ecdysis.protocols import EpisodeRequest
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.sandbox import bundle_hash
+from tests.sandbox.sandbox_support import skip_without_docker
 
 SCRIPTED = "scripted/ecdysis.benchmarks.tau2.scripted:"
 USER = SCRIPTED + "scripted_user"
@@ -171,28 +172,9 @@ def test_quirky_agent_slips_on_a_fixed_third_of_the_tasks(process_backend: objec
     assert [args["amount"] for name, args in executed["34"] if name == "send_certificate"] == [SLIP_CERTIFICATE_USD] * 2
 
 
-def _docker_skip_reason() -> str | None:
-    from ecdysis.sandbox import DockerSandboxConfig, docker_available
-
-    if not docker_available():
-        return "no Docker daemon answers"
-    import docker
-
-    client = docker.from_env()
-    try:
-        client.images.get(DockerSandboxConfig().base_image)
-    except docker.errors.ImageNotFound:
-        return "needs the sandbox base image: make sandbox-ready"
-    finally:
-        client.close()
-    return None
-
-
 @pytest.mark.docker
 def test_gold_agent_in_docker(shared_gateway: object) -> None:
-    reason = _docker_skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_without_docker()
     from ecdysis.sandbox import DockerSandboxConfig, make_backend
 
     docker_backend = make_backend(DockerSandboxConfig(warm_pool=0, labels={"ecdysis.test": "tau"}))
