@@ -5,12 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ecdysis.config import find_config
 from ecdysis.store import DEFAULT_URI, ArtifactStore, StoreError
 
 if TYPE_CHECKING:
@@ -86,3 +88,11 @@ def stop_message(err: BaseException) -> str:
     if isinstance(err, ModelAccessError) and err.error is not None:
         return f"stopped: {describe(err.error)}"
     return str(err)
+
+
+def resolve_config_path(name: str) -> Path:
+    """A config file path, or the name of a config shipped in the package (``demo``, ``airline``...)."""
+    try:
+        return find_config(name)
+    except FileNotFoundError as err:
+        fail(str(err))

@@ -102,7 +102,7 @@ def closing_note(outcome: TrainingOutcome) -> str:
 
 def outcome_store(store: str | None) -> str:
     """The absolute store URI the demo writes to."""
-    from ecdysis.cli.train_cmd import resolve_config_path
+    from ecdysis.cli.common import resolve_config_path
     from ecdysis.config import load_config
 
     uri = store or load_config(resolve_config_path("scripted")).storage.uri
@@ -115,7 +115,8 @@ def scripted_part(store: str | None) -> TrainingOutcome:
     from rich.markup import escape
     from rich.syntax import Syntax
 
-    from ecdysis.cli.train_cmd import resolve_config_path, run_training
+    from ecdysis.cli.common import resolve_config_path
+    from ecdysis.cli.train_cmd import run_training
     from ecdysis.config import load_config
     from ecdysis.records import HarnessVersion
     from ecdysis.store import ArtifactStore
@@ -143,7 +144,8 @@ def model_part(store: str | None, model: str | None = None, *, preflight: bool =
     """One real training round: with ``model`` (else the environment's, see :func:`demo_model`) when it is a
     provider model, else on local llama.cpp servers (SmolLM2-135M by default, the Qwen pair for ``qwen``)."""
     from ecdysis.cli import demo_local
-    from ecdysis.cli.train_cmd import resolve_config_path, run_training
+    from ecdysis.cli.common import resolve_config_path
+    from ecdysis.cli.train_cmd import run_training
     from ecdysis.config import load_config
 
     choice = model or demo_model()

@@ -84,7 +84,7 @@ def qwen_plan() -> LocalPlan:
 
 def plan_config(plan: LocalPlan) -> RunConfig:
     """The built-in config of ``plan``, with its benchmark section and data folder filled in."""
-    from ecdysis.cli.train_cmd import resolve_config_path
+    from ecdysis.cli.common import resolve_config_path
     from ecdysis.config import load_config
 
     cfg = load_config(resolve_config_path(plan.config))

@@ -81,7 +81,7 @@ def eval_command(
 
     base = None
     if config is not None:
-        from ecdysis.cli.train_cmd import resolve_config_path
+        from ecdysis.cli.common import resolve_config_path
 
         try:
             base = load_config(resolve_config_path(config))

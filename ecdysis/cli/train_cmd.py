@@ -3,35 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ecdysis.cli.common import PreflightOption, check_models, console, err_console, fail, stop_message
+from ecdysis.cli.common import (
+    PreflightOption,
+    check_models,
+    console,
+    err_console,
+    fail,
+    resolve_config_path,
+    stop_message,
+)
+from ecdysis.cli.eval_cmd import report_exclusions, summary_table
 from ecdysis.config import RunConfig
 from ecdysis.evolution.methods import method as method_section
 from ecdysis.training import TrainingOutcome
-
-BUILTIN_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 def register(app: typer.Typer) -> None:
     """Add ``train`` to ``app``."""
     app.command("train")(train_command)
-
-
-def resolve_config_path(name: str) -> Path:
-    """A config file path, or the name of a config shipped in the package (``demo``, ``airline``...)."""
-    path = Path(name)
-    if path.is_file():
-        return path
-    builtin = BUILTIN_CONFIGS / f"{name.removesuffix('.yaml')}.yaml"
-    if builtin.is_file():
-        return builtin
-    known = ", ".join(sorted(p.stem for p in BUILTIN_CONFIGS.glob("*.yaml")))
-    fail(f"no config file {name!r} (built-in configs: {known})")
 
 
 def train_command(
@@ -125,8 +119,6 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
     console.print(f"harness {outcome.initial_hash[:12]} → {outcome.final_hash[:12]} · final training score "
                   f"{outcome.final_train_score:.3f}", highlight=False)
     if outcome.heldout:
-        from ecdysis.cli.eval_cmd import summary_table
-
         console.print(summary_table(outcome.heldout, title="held-out evaluation of the final harness"),
                       width=max(console.width, 170))
     console.print(f"run data: {cfg.storage.uri} (run {outcome.run_id}); inspect with `ecdysis runs show "
@@ -140,7 +132,6 @@ def _check_scored(uri: str, outcome: TrainingOutcome) -> None:
     """Warn about excluded episodes with their causes; exit 1 when every episode of the run was excluded, or a
     held-out row measured nothing."""
     from ecdysis.build import open_store
-    from ecdysis.cli.eval_cmd import report_exclusions
     from ecdysis.metrics import describe_exclusions
     from ecdysis.report.data import stored_exclusions
 

