@@ -17,14 +17,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from ecdysis.benchmarks import build
+from ecdysis.evaluation import RolloutEvaluator
 from ecdysis.events import EventLog
 from ecdysis.events.episodes import EvaluationReporter
 from ecdysis.events.hooks import EventLogHooks, MlflowHooks, RunFailed, RunFinished, RunHooks, RunStarted
 from ecdysis.events.log import DEFAULT_FLUSH_S, DEFAULT_HEARTBEAT_S
+from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop
+from ecdysis.evolution import method as evolution_method
+from ecdysis.llm import Gateway
 from ecdysis.llm.budget import Budget
 from ecdysis.llm.errors import BudgetExceeded, ModelAccessError, ModelFailure
+from ecdysis.llm.local_server import local_task_slots
+from ecdysis.llm.provider_errors import describe
+from ecdysis.llm.tokens import context_window, reply_tokens
 from ecdysis.records import EventKind, LLMCallRecord, RunManifest, Task, utc_now
 from ecdysis.rollouts import RolloutPool, RolloutSettings
+from ecdysis.sandbox import make_backend
+from ecdysis.sandbox.errors import SandboxUnavailable
+from ecdysis.tracking.mlflow_export import MlflowMirror
 
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
@@ -42,8 +52,6 @@ def open_store(uri: str) -> Any:
 def rollout_settings(config: RunConfig) -> RolloutSettings:
     """The worker-side settings of a run config: its typed sections, as they are, except that a run whose task
     models are all on llama-servers runs as many episodes at once as the fewest of them has slots."""
-    from ecdysis.llm.local_server import local_task_slots
-
     settings = RolloutSettings.of(config.rollouts, store_uri=config.storage.uri, gateway=config.llm,
                                   sandbox=config.sandbox, benchmarks=[config.benchmark])
     slots = local_task_slots(list(config.models.task), config.llm)
@@ -68,9 +76,6 @@ def training_tasks(config: RunConfig) -> tuple[list[Task], list[Task]]:
 def worker_parts(settings: RolloutSettings) -> tuple[Any, Any, Any]:
     """A rollout worker's store, gateway and sandbox backend (an `UnavailableBackend` when the configured one
     cannot be built, so each episode ends as a sandbox error naming why)."""
-    from ecdysis.llm import Gateway
-    from ecdysis.sandbox import make_backend
-
     store = open_store(settings.store_uri)
     gateway = Gateway(settings.gateway, store=store)
     try:
@@ -101,8 +106,6 @@ class UnavailableBackend:
 
     def acquire(self, bundle_dir: Path, bundle_hash: str) -> Any:
         """Raise `SandboxUnavailable` with the build error."""
-        from ecdysis.sandbox.errors import SandboxUnavailable
-
         raise SandboxUnavailable(f"the sandbox backend could not be built: {type(self.error).__name__}: "
                                  f"{self.error}") from self.error
 
@@ -118,15 +121,12 @@ def mlflow_mirror(config: RunConfig, store: Any, run_id: str, *, warn: Any = Non
     mlflow not installed) goes to ``warn`` (the driver publishes it as a ``warning`` event)."""
     if config.tracking.mlflow is None:
         return None
-    from ecdysis.tracking.mlflow_export import MlflowMirror
 
     return MlflowMirror(store, run_id, config.tracking.mlflow, warn=warn)
 
 
 def _named(exc: BaseException) -> str:
     """A model error as the preflight names it (model, role, class, kind and status, what to check)."""
-    from ecdysis.llm.provider_errors import describe
-
     error = getattr(exc, "error", None) if isinstance(exc, ModelAccessError) else None
     return describe(error) if error is not None else str(exc)
 
@@ -236,8 +236,6 @@ class TrainingParts(RunParts):
 
     def heldout(self, model: str) -> RolloutEvaluator:
         """The evaluator of the held-out tasks for one task model (``benchmark.trials`` trials each)."""
-        from ecdysis.evaluation import RolloutEvaluator
-
         cfg = self.config
         return RolloutEvaluator(self.pool, self.reporter, self.test, models=[model], user_model=cfg.models.user,
                                 trials=cfg.benchmark.trials, run_id=self.run_id, settings=self.settings,
@@ -264,13 +262,6 @@ def build_training(config: RunConfig, *, method: str, run_id: str, workspace: Pa
 
 
 def _build_training_loop(parts: TrainingParts, config: RunConfig, method: str, workspace: Path) -> None:
-    from ecdysis.evaluation import RolloutEvaluator
-    from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop
-    from ecdysis.evolution import method as evolution_method
-    from ecdysis.llm import Gateway
-    from ecdysis.llm.tokens import context_window, reply_tokens
-    from ecdysis.sandbox import make_backend
-
     run_id = parts.run_id
     parts.llm = llm = Gateway(config.llm, store=parts.store, context={"run_id": run_id})
     parts.on_close(llm.close)

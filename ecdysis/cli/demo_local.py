@@ -14,6 +14,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ecdysis.benchmarks.agentbench.manifest import find_data_dir
+from ecdysis.llm import LocalModelServer
+from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
     from ecdysis.llm import LocalModelServer
@@ -65,7 +69,6 @@ def qwen_plan() -> LocalPlan:
     """Qwen2.5-Coder 1.5B (agent, diagnoser, coder) and 0.5B (user) on DBBench dev, or on τ² airline when the
     AgentBench data or MariaDB is missing."""
     from ecdysis.benchmarks.agentbench.dbbench.server import mariadb_available
-    from ecdysis.benchmarks.agentbench.manifest import find_data_dir
 
     data = find_data_dir()
     if data is not None and mariadb_available():
@@ -101,7 +104,6 @@ def local_servers(plan: LocalPlan, *, with_user: bool,
     """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit; engine and
     slots as ``serving`` (the config's ``llm.local``) says."""
     from ecdysis.cli.common import console
-    from ecdysis.llm import LocalModelServer
 
     names = plan.models if with_user else (plan.agent,)
     servers: dict[str, LocalModelServer] = {}
@@ -145,8 +147,6 @@ def routed_to(llm: GatewayConfig, servers: Iterable[LocalModelServer]) -> Gatewa
 
 def fetch_models(plan: LocalPlan, *, with_user: bool) -> None:
     """Download the opt-in split models ``plan`` serves (nothing for SmolLM2, which the server fetches itself)."""
-    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
-
     for name in plan.models if with_user else (plan.agent,):
         if name in SPLIT_MODELS:
             fetch_split_model(name)

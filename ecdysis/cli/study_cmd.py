@@ -12,8 +12,15 @@ from typing import Annotated
 
 import typer
 
+from ecdysis.build import open_store
 from ecdysis.cli.common import PreflightOption, check_models, console, fail, model_stop, stop_message
-from ecdysis.study import StudyConfig, StudyEntry
+from ecdysis.cli.demo_local import QWEN_CTX, routed_to
+from ecdysis.config import ConfigError
+from ecdysis.llm import LocalModelServer
+from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+from ecdysis.ray_env import ensure_ray
+from ecdysis.study import StudyConfig, StudyEntry, StudyRunner, load_manifest, load_study, write_study
+from ecdysis.study.runner import choose_configurations
 
 LOCAL = "local/"
 
@@ -40,11 +47,6 @@ def study_command(
 ) -> None:
     """Run (or continue) a study: direct, human and the evolution methods trained from human, each evaluated on
     the held-out tasks with k trials; then STUDY.md. Finished runs are never re-run."""
-    from ecdysis.config import ConfigError
-    from ecdysis.ray_env import ensure_ray
-    from ecdysis.study import StudyRunner, load_study, write_study
-    from ecdysis.study.runner import choose_configurations
-
     try:
         study = load_study(config)
     except ConfigError as err:
@@ -76,9 +78,6 @@ def study_command(
                      "resume")
             store_obj = runner.store
     else:
-        from ecdysis.build import open_store
-        from ecdysis.study import load_manifest
-
         store_obj = open_store(uri)
         found = load_manifest(store_obj, study.study_id())
         if found is None:
@@ -101,10 +100,6 @@ def _print_run(entry: StudyEntry) -> None:
 def local_models(study: StudyConfig) -> Iterator[StudyConfig]:
     """``study`` with each ``local/<name>`` model it names routed to a server started for the whole study (fetched
     first when it is an opt-in split model), stopped on exit; other studies as they are."""
-    from ecdysis.cli.demo_local import QWEN_CTX, routed_to
-    from ecdysis.llm import LocalModelServer
-    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
-
     m = study.base.models
     named = [*study.eval_models, m.diagnoser, m.coder, m.aggregator, m.user]
     local = list(dict.fromkeys(name.removeprefix(LOCAL) for name in named if name and name.startswith(LOCAL)))

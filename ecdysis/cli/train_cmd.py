@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from ecdysis.build import open_store
 from ecdysis.cli.common import (
     PreflightOption,
     check_models,
@@ -18,9 +20,15 @@ from ecdysis.cli.common import (
     stop_message,
 )
 from ecdysis.cli.eval_cmd import report_exclusions, summary_table
-from ecdysis.config import RunConfig
+from ecdysis.cli.progress import follow, make_view
+from ecdysis.config import ConfigError, RunConfig, load_config
+from ecdysis.events import EventFollower
 from ecdysis.evolution.methods import method as method_section
-from ecdysis.training import TrainingOutcome
+from ecdysis.extensions import UnknownExtension, lookup
+from ecdysis.llm import BudgetExceeded, ModelAccessError, ModelFailure
+from ecdysis.metrics import describe_exclusions
+from ecdysis.ray_env import ensure_ray
+from ecdysis.training import TrainingOutcome, default_run_id, start_driver
 
 
 def register(app: typer.Typer) -> None:
@@ -41,9 +49,6 @@ def train_command(
     preflight: PreflightOption = True,
 ) -> None:
     """Train the harness: evaluate → failures → diagnosis → coding agent → validate → accept or roll back."""
-    from ecdysis.config import ConfigError, load_config
-    from ecdysis.extensions import UnknownExtension, lookup
-
     if method is not None:
         try:
             lookup("method", method)
@@ -68,13 +73,7 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
     """Run (or resume) a training run on Ray and print its round-by-round summary; first, unless ``preflight`` is
     False, call each of its models once (:func:`ecdysis.cli.common.check_models`). Exits 1 when the run stopped, or
     when none of its episodes (or of a held-out model's) was scored."""
-    import os
-
     import ray
-
-    from ecdysis.llm import BudgetExceeded, ModelAccessError, ModelFailure
-    from ecdysis.ray_env import ensure_ray
-    from ecdysis.training import default_run_id, start_driver
 
     chosen = method or cfg.training.method.type
     if not cfg.storage.uri.startswith(("/", "s3://")):
@@ -131,8 +130,6 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
 def _check_scored(uri: str, outcome: TrainingOutcome) -> None:
     """Warn about excluded episodes with their causes; exit 1 when every episode of the run was excluded, or a
     held-out row measured nothing."""
-    from ecdysis.build import open_store
-    from ecdysis.metrics import describe_exclusions
     from ecdysis.report.data import stored_exclusions
 
     total, causes = stored_exclusions(open_store(uri), outcome.run_id)
@@ -149,10 +146,6 @@ def _watch_driver(cfg: RunConfig, run_id: str, start: Callable[[], Any]) -> Any:
     """Start the driver's run with ``start()`` and render its events (read back from the store) while it works;
     returns the run's object ref once it is done."""
     import ray
-
-    from ecdysis.build import open_store
-    from ecdysis.cli.progress import follow, make_view
-    from ecdysis.events import EventFollower
 
     store = open_store(cfg.storage.uri)
     # Only this attempt's events: a resumed run's earlier ones are history (`ecdysis runs watch` shows them).

@@ -23,6 +23,8 @@ The Qwen2.5-Coder GGUF files (1.12 GB and 491 MB) are never fetched unless asked
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -75,9 +77,6 @@ def ensure_runtime() -> None:
     8 minutes on 2 cores, said before it starts). ``make setup`` no longer does this: only a live local round, a
     study with local models and the tests need it (``make test`` and ``make study`` run ``make local-runtime``).
     Raises ``RuntimeError`` naming the command to run by hand when it fails."""
-    import importlib
-    import importlib.util
-
     if importlib.util.find_spec("llama_cpp") is not None:
         return
     if cached_wheel() is None:

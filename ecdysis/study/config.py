@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ecdysis.config import ConfigError, RunConfig, field_errors, find_config, load_config, parse_config
+from ecdysis.extensions import names
 from ecdysis.records import stable_hash
 
 SEEDS = ("direct", "human")
@@ -91,8 +92,6 @@ class StudyConfig(StudySection):
     @field_validator("configurations")
     @classmethod
     def _known_configurations(cls, value: list[str]) -> list[str]:
-        from ecdysis.extensions import names
-
         known = [*SEEDS, *names("method")]
         unknown = [name for name in value if name not in known]
         if unknown:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ecdysis.benchmarks.agentbench.environment import AgentBenchEnvironment
 from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, AgentBenchData
+from ecdysis.benchmarks.agentbench.subset import write_subset
 from ecdysis.benchmarks.episode import run_episode
 from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
 from ecdysis.records import Split, Task, Trajectory
@@ -93,8 +94,6 @@ class _AgentBench:
     def pack_records(self, task_ids: Sequence[str], folder: Path) -> None:
         """Write the records of ``task_ids`` (and the draw's pools, and AgentBench's licence) into ``folder``: the
         data a replay of a run on these tasks needs (:mod:`ecdysis.benchmarks.agentbench.subset`)."""
-        from ecdysis.benchmarks.agentbench.subset import write_subset
-
         self._by_split()
         keep: dict[str, set[int]] = {}
         for task_id in task_ids:

@@ -8,7 +8,9 @@ from pydantic import Field
 
 from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB, AgentBenchOS
 from ecdysis.benchmarks.base import BenchmarkSection
+from ecdysis.benchmarks.official import adapter_loader
 from ecdysis.errors import require_extra
+from ecdysis.extensions import register
 
 
 class _AgentBenchSection(BenchmarkSection):
@@ -52,8 +54,6 @@ class AgentBenchOSConfig(_AgentBenchSection):
 
 def register_extensions() -> None:
     """Register ``benchmark: {type: agentbench-db}`` and ``{type: agentbench-os}``."""
-    from ecdysis.extensions import register
-
     register("benchmark", "agentbench-db", "AgentBench DBBench on a host-local MariaDB", config=AgentBenchDBConfig)
     register("benchmark", "agentbench-os", "AgentBench OS interaction in per-episode task containers",
              config=AgentBenchOSConfig)
@@ -61,9 +61,6 @@ def register_extensions() -> None:
 
 def register_exporter() -> None:
     """Register AgentBench's export format (its official results files and evaluator)."""
-    from ecdysis.benchmarks.official import adapter_loader
-    from ecdysis.extensions import register
-
     register("exporter", "agentbench", "upstream's runs.jsonl and overall.json, re-graded by its own checks",
              factory=adapter_loader("ecdysis.benchmarks.agentbench.official"),
              covers=("agentbench-db", "agentbench-os"))

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 from ecdysis.benchmarks.base import BenchmarkSection
+from ecdysis.benchmarks.official import adapter_loader
 from ecdysis.benchmarks.tau2.benchmark import DEFAULT_DOMAIN, Tau2Benchmark
 from ecdysis.errors import require_extra
+from ecdysis.extensions import register
 
 
 class Tau2Config(BenchmarkSection):
@@ -29,16 +31,11 @@ class Tau2Config(BenchmarkSection):
 
 def register_extensions() -> None:
     """Register ``benchmark: {type: tau2}``."""
-    from ecdysis.extensions import register
-
     register("benchmark", "tau2", "τ²-bench: airline, retail, telecom or mock, with a simulated user",
              config=Tau2Config)
 
 
 def register_exporter() -> None:
     """Register τ²'s export format (its official results files and evaluator)."""
-    from ecdysis.benchmarks.official import adapter_loader
-    from ecdysis.extensions import register
-
     register("exporter", "tau2", "τ²'s results files (Results.load, tau2 view), re-graded by evaluate_simulation",
              factory=adapter_loader("ecdysis.benchmarks.tau2.official"), covers=("tau2",))
