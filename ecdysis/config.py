@@ -30,6 +30,9 @@ from ecdysis.rollouts.settings import RolloutOptions, RolloutSettings
 from ecdysis.sandbox.config import AutoSandboxConfig, SandboxConfig
 from ecdysis.tracking.config import TrackingConfig
 
+BUILTIN_CONFIGS = Path(__file__).resolve().parent / "configs"
+"""The run configs shipped in the package (``demo``, ``scripted``, ``airline``...)."""
+
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -209,6 +212,22 @@ def parse_config(data: Any, source: str = "<config>") -> RunConfig:
         return RunConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(source, field_errors(err)) from None
+
+
+def find_config(name: str, *, folder: str | os.PathLike[str] | None = None) -> Path:
+    """The config file that ``name`` names: a path (a relative one looked up under ``folder`` first, when given),
+    else the config of that name shipped in the package (``demo``, ``airline``...). FileNotFoundError, naming the
+    built-in configs, when it is neither."""
+    path = Path(name)
+    if not path.is_absolute() and folder is not None and (Path(folder) / path).is_file():
+        return Path(folder) / path
+    if path.is_file():
+        return path
+    builtin = BUILTIN_CONFIGS / f"{name.removesuffix('.yaml')}.yaml"
+    if builtin.is_file():
+        return builtin
+    known = ", ".join(sorted(p.stem for p in BUILTIN_CONFIGS.glob("*.yaml")))
+    raise FileNotFoundError(f"no config file {name!r} (built-in configs: {known})")
 
 
 def load_config(path: str | os.PathLike[str]) -> RunConfig:

@@ -14,6 +14,8 @@ that turns failures into data lets these through by catching ``Exception`` *afte
 
 from __future__ import annotations
 
+import importlib
+
 
 class Fatal(Exception):
     """A systemic fault: the run stops (completed steps stay checkpointed and can be resumed)."""
@@ -34,8 +36,6 @@ def require_extra(module: str, *, extra: str, needed_by: str) -> None:
 
     >>> require_extra("json", extra="none", needed_by="a doctest")
     """
-    import importlib
-
     try:
         importlib.import_module(module)
     except ImportError as err:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ecdysis.benchmarks import BenchmarkConfig, build, default_config
 from ecdysis.events.episodes import EvaluationReporter
 from ecdysis.evolution.evaluator import EvaluationBatch, HarnessRef, batch_of
+from ecdysis.harness import resolve_harness
 from ecdysis.metrics import EvalSummary, summarize
 from ecdysis.protocols import EpisodeRequest
 from ecdysis.records import Phase, RunManifest, Task, Trajectory, stable_hash, utc_now
@@ -112,7 +115,6 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
     """Evaluate every (harness, model) pair as a run: its events (run started, episodes, run finished or failed)
     go to the store's event log, so ``ecdysis runs watch`` follows it; an episode below ``threshold`` counts as a
     failure there. Every trajectory is stored; returns the run id and table rows."""
-    from ecdysis.harness import resolve_harness
 
     run_id = run_id or new_run_id("eval")
     tasks = select_tasks(plan)
@@ -154,9 +156,6 @@ def run_eval(plan: EvalPlan, *, store: Any, settings: RolloutSettings, run_id: s
 
 def package_versions() -> dict[str, str]:
     """Versions of Ecdysis and of every package it depends on (the benchmarks' own among them)."""
-    import re
-    from importlib.metadata import PackageNotFoundError, requires, version
-
     try:
         wanted = {re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0] for requirement in requires("ecdysis") or []
                   if "extra ==" not in requirement}

@@ -40,10 +40,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ecdysis.errors import InfrastructureFault
-from ecdysis.llm.errors import model_error_in
+from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded, model_error_in
 from ecdysis.protocols import EpisodeEnvironment, EpisodeRequest, LLMClient, SandboxBackend, UserActing
 from ecdysis.records import ModelError, Role, TerminationReason, TokenUsage, ToolCall, Trajectory
 from ecdysis.sandbox.clock import EpisodeClock
+from ecdysis.sandbox.driver import EndEpisode, HandlerError, run_protocol
 
 log = logging.getLogger(__name__)
 
@@ -123,17 +124,12 @@ class _Episode:
                 "tool.peek": self.peek}
 
     def _check_open(self) -> None:
-        from ecdysis.sandbox.driver import EndEpisode
-
         if self.user_stopped:
             raise EndEpisode(TerminationReason.USER_STOP, "the user had already ended the conversation")
         if self.env.finished:
             raise EndEpisode(TerminationReason.AGENT_STOP, "the episode was already over")
 
     def complete(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded
-        from ecdysis.sandbox.driver import EndEpisode, HandlerError
-
         self._check_open()
         messages, tools = params.get("messages"), params.get("tools")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
@@ -162,8 +158,6 @@ class _Episode:
         return completion.as_message()
 
     def respond(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ecdysis.sandbox.driver import HandlerError
-
         self._check_open()
         text = params.get("text")
         if not isinstance(text, str):
@@ -185,8 +179,6 @@ class _Episode:
         return {"text": reply, "stop": stop}
 
     def call(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ecdysis.sandbox.driver import EndEpisode, HandlerError
-
         self._check_open()
         name, arguments = params.get("name"), params.get("arguments")
         call_id = str(params.get("call_id") or f"call-{len(self.tool_calls)}")
@@ -209,8 +201,6 @@ class _Episode:
         return {"content": content, "error": error}
 
     def peek(self, params: dict[str, Any]) -> dict[str, Any]:
-        from ecdysis.sandbox.driver import HandlerError
-
         self._check_open()
         name = params.get("name")
         if not isinstance(name, str):
@@ -251,8 +241,6 @@ def run_episode(request: EpisodeRequest, *, backend: SandboxBackend, llm: LLMCli
     """Run one rollout in a sandbox against the environment ``environment(context)`` builds (``context``: the ids
     every model call of the episode is accounted under), and grade it there. Always returns a trajectory (see the
     module doc)."""
-    from ecdysis.sandbox.driver import run_protocol
-
     started = time.monotonic()
     trajectory_id = request.trajectory_id()
     context = call_context(request)

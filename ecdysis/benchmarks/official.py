@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
+from ecdysis.extensions import entries, register
 from ecdysis.records import Trajectory
 
 NATIVE = "native"
@@ -57,8 +58,6 @@ class NoOfficialAdapter(ValueError):
 
 def adapter(benchmark: str, what: str) -> OfficialAdapter:
     """The adapter of ``benchmark``; ``what`` (``export``, ``verify``) words the error when there is none."""
-    from ecdysis.extensions import entries
-
     exporters = {covered: entry for entry in entries("exporter") if entry.factory is not None
                  for covered in entry.covers or ()}
     if benchmark not in exporters:
@@ -77,8 +76,6 @@ def adapter_loader(module: str) -> Callable[[], OfficialAdapter]:
 
 def register_extensions() -> None:
     """Register the ``native`` export format (each benchmark's own exporter registers with its folder)."""
-    from ecdysis.extensions import register
-
     register("exporter", NATIVE, "each benchmark's trajectories in that benchmark's own results format")
 
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ecdysis.config import find_config
+from ecdysis.llm.errors import ModelAccessError, ModelFailure
+from ecdysis.llm.preflight import calls_needed, preflight
+from ecdysis.llm.provider_errors import describe
 from ecdysis.store import DEFAULT_URI, ArtifactStore, StoreError
 
 if TYPE_CHECKING:
@@ -51,8 +56,6 @@ def open_store(uri: str) -> ArtifactStore:
 def check_models(models: Iterable[tuple[str, str | None]], gateway: GatewayConfig, *, enabled: bool = True) -> None:
     """The preflight (:mod:`ecdysis.llm.preflight`) of ``models`` (``(role, model)`` pairs): print how long it took,
     or exit 1 with one line per model that failed."""
-    from ecdysis.llm.preflight import calls_needed, preflight
-
     models = list(models)
     needed = len(calls_needed(models, gateway))
     if not enabled or not needed:
@@ -71,8 +74,6 @@ def check_models(models: Iterable[tuple[str, str | None]], gateway: GatewayConfi
 def model_stop(err: BaseException) -> BaseException | None:
     """The model error that stopped a run (:class:`~ecdysis.llm.errors.ModelFailure`, ``ModelAccessError``), also
     when it came back from a Ray actor; None for any other fault."""
-    from ecdysis.llm.errors import ModelAccessError, ModelFailure
-
     raised = getattr(err, "cause", None)  # a RayTaskError carries the actor's exception as it was raised
     return next((e for e in (raised, err) if isinstance(e, ModelFailure | ModelAccessError)), None)
 
@@ -80,9 +81,14 @@ def model_stop(err: BaseException) -> BaseException | None:
 def stop_message(err: BaseException) -> str:
     """What to print for a run that a model error stopped: a refused call (:class:`~ecdysis.llm.errors.
     ModelAccessError`) as the preflight would name it, anything else as it says."""
-    from ecdysis.llm.errors import ModelAccessError
-    from ecdysis.llm.provider_errors import describe
-
     if isinstance(err, ModelAccessError) and err.error is not None:
         return f"stopped: {describe(err.error)}"
     return str(err)
+
+
+def resolve_config_path(name: str) -> Path:
+    """A config file path, or the name of a config shipped in the package (``demo``, ``airline``...)."""
+    try:
+        return find_config(name)
+    except FileNotFoundError as err:
+        fail(str(err))

@@ -12,8 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
+from rich.syntax import Syntax
 
-from ecdysis.cli.common import PreflightOption, console
+from ecdysis.cli import demo_local
+from ecdysis.cli.common import PreflightOption, console, resolve_config_path
+from ecdysis.cli.demo_replay import replay_part
+from ecdysis.cli.train_cmd import run_training
+from ecdysis.config import load_config
+from ecdysis.records import HarnessVersion
+from ecdysis.store import ArtifactStore
 
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
@@ -65,8 +73,6 @@ def demo_command(
     run_ids = [outcome.run_id]
     uri = outcome_store(store)
     if not scripted_only:
-        from ecdysis.cli.demo_replay import replay_part
-
         recorded = replay_part(uri)
         if recorded is not None:
             run_ids.append(recorded)
@@ -81,7 +87,6 @@ def demo_command(
             console.print("a live round on a real model: `ecdysis demo --live` (local SmolLM2-135M) or "
                           "`ecdysis demo --model qwen` (local Qwen2.5-Coder-1.5B)", highlight=False)
     from ecdysis.report import write_report
-    from ecdysis.store import ArtifactStore
 
     path = write_report(ArtifactStore(uri), run_ids, report)
     console.print(f"[bold]HTML report of the demo's {len(run_ids)} run(s):[/] {path.resolve()}", highlight=False)
@@ -102,9 +107,6 @@ def closing_note(outcome: TrainingOutcome) -> str:
 
 def outcome_store(store: str | None) -> str:
     """The absolute store URI the demo writes to."""
-    from ecdysis.cli.train_cmd import resolve_config_path
-    from ecdysis.config import load_config
-
     uri = store or load_config(resolve_config_path("scripted")).storage.uri
     return uri if uri.startswith(("/", "s3://")) else os.path.abspath(uri)
 
@@ -112,14 +114,6 @@ def outcome_store(store: str | None) -> str:
 def scripted_part(store: str | None) -> TrainingOutcome:
     """The built-in ``scripted`` config through the normal train path: the seed harness lets the scripted task
     model repeat a write that already succeeded; the scripted diagnoser and coder add the rule that blocks it."""
-    from rich.markup import escape
-    from rich.syntax import Syntax
-
-    from ecdysis.cli.train_cmd import resolve_config_path, run_training
-    from ecdysis.config import load_config
-    from ecdysis.records import HarnessVersion
-    from ecdysis.store import ArtifactStore
-
     cfg = load_config(resolve_config_path("scripted"))
     cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"uri": outcome_store(store)})})
     console.rule("[bold]1. a harness getting better: deterministic training on scripted models")
@@ -142,10 +136,6 @@ def scripted_part(store: str | None) -> TrainingOutcome:
 def model_part(store: str | None, model: str | None = None, *, preflight: bool = True) -> TrainingOutcome:
     """One real training round: with ``model`` (else the environment's, see :func:`demo_model`) when it is a
     provider model, else on local llama.cpp servers (SmolLM2-135M by default, the Qwen pair for ``qwen``)."""
-    from ecdysis.cli import demo_local
-    from ecdysis.cli.train_cmd import resolve_config_path, run_training
-    from ecdysis.config import load_config
-
     choice = model or demo_model()
     if choice is not None and choice != demo_local.QWEN:
         console.rule("[bold]3. a real model, live: one training round on a small τ² airline slice")

@@ -13,6 +13,11 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ecdysis.benchmarks.agentbench.manifest import find_data_dir
+from ecdysis.llm import LocalModelServer
+from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
+from ecdysis.llm.local_servers import routed_to, serve_local_models
+
 if TYPE_CHECKING:
     from ecdysis.config import RunConfig
     from ecdysis.llm import LocalModelServer
@@ -64,7 +69,6 @@ def qwen_plan() -> LocalPlan:
     """Qwen2.5-Coder 1.5B (agent, diagnoser, coder) and 0.5B (user) on DBBench dev, or on τ² airline when the
     AgentBench data or MariaDB is missing."""
     from ecdysis.benchmarks.agentbench.dbbench.server import mariadb_available
-    from ecdysis.benchmarks.agentbench.manifest import find_data_dir
 
     data = find_data_dir()
     if data is not None and mariadb_available():
@@ -83,7 +87,7 @@ def qwen_plan() -> LocalPlan:
 
 def plan_config(plan: LocalPlan) -> RunConfig:
     """The built-in config of ``plan``, with its benchmark section and data folder filled in."""
-    from ecdysis.cli.train_cmd import resolve_config_path
+    from ecdysis.cli.common import resolve_config_path
     from ecdysis.config import load_config
 
     cfg = load_config(resolve_config_path(plan.config))
@@ -100,7 +104,6 @@ def local_servers(plan: LocalPlan, *, with_user: bool,
     """One started server per distinct model of ``plan`` (the user's only ``with_user``), stopped on exit; engine and
     slots as ``serving`` (the config's ``llm.local``) says."""
     from ecdysis.cli.common import console
-    from ecdysis.llm.local_servers import serve_local_models
 
     return serve_local_models(plan.models if with_user else (plan.agent,), n_ctx=plan.n_ctx, serving=serving,
                               chat_format=lambda name: plan.chat_format,
@@ -114,8 +117,6 @@ def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalM
     agent = servers[plan.agent].model
     user = servers[plan.user].model if plan.user in servers else agent
     models = cfg.models.model_copy(update={"task": [agent], "user": user, "diagnoser": agent, "coder": agent})
-    from ecdysis.llm.local_servers import routed_to
-
     llm = routed_to(cfg.llm, servers.values())
     # Episodes at once: as many as the agent's server decodes at once (one on llama-cpp-python's server).
     rollouts = cfg.rollouts.model_copy(update={"workers": 1, "episodes_per_worker": servers[plan.agent].slots})
@@ -124,8 +125,6 @@ def with_local_models(cfg: RunConfig, plan: LocalPlan, servers: dict[str, LocalM
 
 def fetch_models(plan: LocalPlan, *, with_user: bool) -> None:
     """Download the opt-in split models ``plan`` serves (nothing for SmolLM2, which the server fetches itself)."""
-    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
-
     for name in plan.models if with_user else (plan.agent,):
         if name in SPLIT_MODELS:
             fetch_split_model(name)

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 
 from ecdysis.cli.common import console
 from ecdysis.records import HarnessVersion, RoundResult
+from ecdysis.replay import NotReplayable, replay_run
+from ecdysis.replay.host import ReplayHost
+from ecdysis.replay.pack import pack_data_dir, pack_run_id, unpack_store
 from ecdysis.store import ArtifactStore
 
 if TYPE_CHECKING:
@@ -34,10 +37,6 @@ def replay_part(store_uri: str, pack: Path | None = None, host: ReplayHost | Non
     config defaults) with the benchmark records it carries, print what the recorded run learned and whether the
     replay is identical, and copy the run into the demo's store for its report; returns the run id, None when
     skipped."""
-    from ecdysis.replay import NotReplayable, replay_run
-    from ecdysis.replay.host import ReplayHost
-    from ecdysis.replay.pack import pack_data_dir, pack_run_id, unpack_store
-
     host = host or ReplayHost()
 
     pack = pack or bundled_pack()

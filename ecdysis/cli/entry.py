@@ -18,6 +18,8 @@ import contextlib
 import os
 import sys
 
+from ecdysis.cli.main import app
+
 _exit_codes: list[int] = []
 
 
@@ -44,8 +46,6 @@ def exit_code(code: object) -> int:
 
 def main() -> None:
     """Run the ``ecdysis`` command line (see :mod:`ecdysis.cli.main`) as a process's entry point."""
-    from ecdysis.cli.main import app
-
     try:
         app()
     except SystemExit as done:

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -19,10 +20,20 @@ from ecdysis.cli.common import (
     err_console,
     fail,
     open_store,
+    resolve_config_path,
     stop_message,
 )
+from ecdysis.config import ConfigError, TrainingConfig, field_errors, load_config, rollout_settings
+from ecdysis.evaluation import EvalPlan, run_eval, select_tasks
+from ecdysis.events.episodes import counts_as_failure
+from ecdysis.extensions import names, validate_section
+from ecdysis.harness import BundleError, resolve_harness
+from ecdysis.llm.errors import ModelAccessError, ModelFailure
 from ecdysis.metrics import EvalSummary
+from ecdysis.ray_env import ensure_ray
 from ecdysis.records import Trajectory
+from ecdysis.rollouts import RolloutSettings
+from ecdysis.sandbox import SandboxSection
 
 
 def register(app: typer.Typer) -> None:
@@ -70,19 +81,8 @@ def eval_command(
 
     Exits 1 when a (harness, model) pair measured nothing (every episode excluded, or ended by a failed model call),
     naming the causes with counts."""
-    from pydantic import ValidationError
-
-    from ecdysis.config import ConfigError, TrainingConfig, field_errors, load_config
-    from ecdysis.evaluation import EvalPlan, run_eval, select_tasks
-    from ecdysis.events.episodes import counts_as_failure
-    from ecdysis.harness import BundleError, resolve_harness
-    from ecdysis.llm.errors import ModelAccessError, ModelFailure
-    from ecdysis.ray_env import ensure_ray
-
     base = None
     if config is not None:
-        from ecdysis.cli.train_cmd import resolve_config_path
-
         try:
             base = load_config(resolve_config_path(config))
         except ConfigError as err:
@@ -169,11 +169,6 @@ def _benchmark(base: Any, name: str | None, domain: str | None, options: list[st
 
 def _settings(base: Any, store_uri: str, sandbox: str | None, workers: int | None,
               concurrency: int | None) -> Any:
-    from ecdysis.config import rollout_settings
-    from ecdysis.extensions import names, validate_section
-    from ecdysis.rollouts import RolloutSettings
-    from ecdysis.sandbox import SandboxSection
-
     values: dict[str, Any] = {"store_uri": store_uri}
     if base is not None:
         values = rollout_settings(base).model_dump(exclude={"benchmarks"}) | values

@@ -5,6 +5,7 @@ pack (:mod:`ecdysis.replay.pack`)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,7 +13,15 @@ import typer
 from rich.table import Table
 
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
+from ecdysis.config import ConfigError, load_config
+from ecdysis.extensions import UnknownExtension, lookup, names, validate_section
+from ecdysis.ray_env import ensure_ray
+from ecdysis.replay import NotReplayable, replay_run
+from ecdysis.replay.host import ReplayHost
+from ecdysis.replay.pack import pack_data_dir, pack_run_id, unpack_store, use_pack_data, write_pack
+from ecdysis.sandbox import SandboxSection
 from ecdysis.store import ArtifactStore, StoreError
+from ecdysis.verification import export_run, verify_run
 
 if TYPE_CHECKING:
     from ecdysis.replay.host import ReplayHost
@@ -35,9 +44,6 @@ def export(run: Annotated[str, typer.Argument(help="Run id.")],
            store: StoreOption = DEFAULT_STORE) -> None:
     """Write each trajectory of a run in its benchmark's own results format (τ²: files that τ²'s ``Results.load``
     and ``tau2 view`` read; AgentBench: upstream's ``runs.jsonl`` and ``overall.json``)."""
-    from ecdysis.extensions import UnknownExtension, lookup
-    from ecdysis.verification import export_run
-
     try:
         covers = lookup("exporter", format).covers
     except UnknownExtension as err:
@@ -63,10 +69,6 @@ def verify(run: Annotated[str, typer.Argument(help="Run id, or a replay pack (a 
     """Re-grade a run's trajectories with the benchmark's official evaluator (τ²'s ``evaluate_simulation``) in
     parallel on Ray, print the agreement per domain, record it in the store; exit 1 on any disagreement. A pack is
     graded against the benchmark records it carries (checked against the pinned upstream records)."""
-    from ecdysis.replay import NotReplayable
-    from ecdysis.replay.pack import use_pack_data
-    from ecdysis.verification import verify_run
-
     try:
         artifacts, run, data_dir = _replay_source(run, store)
     except (StoreError, NotReplayable) as err:
@@ -75,8 +77,6 @@ def verify(run: Annotated[str, typer.Argument(help="Run id, or a replay pack (a 
     if artifacts.read_manifest(run) is None and not artifacts.count("trajectories", run_id=run):
         fail(f"run {run!r} not found in {artifacts.uri}")  # before Ray starts, which takes a while
     if not local:
-        from ecdysis.ray_env import ensure_ray
-
         ensure_ray(ray_address)
     try:
         verification = verify_run(artifacts, run, sample=sample, seed=seed, parallel=not local)
@@ -115,9 +115,6 @@ def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train o
     exit 1 on a cache miss (named) or on the first difference of each check. The replay runs under this machine's
     execution settings, never the run's; a pack is untrusted input, refused unless its manifest fits the pack
     schema, and its harnesses are hostile code run in this machine's sandbox."""
-    from ecdysis.config import ConfigError
-    from ecdysis.replay import NotReplayable, replay_run
-
     try:
         host = _replay_host(config, sandbox)
         source, run, data_dir = _replay_source(run, store)
@@ -145,11 +142,6 @@ def replay(run: Annotated[str, typer.Argument(help="Run id of a finished train o
 def _replay_host(config: Path | None, sandbox: str | None) -> ReplayHost:
     """This machine's execution settings for a replay: ``--config``'s (else the config defaults), ``--sandbox`` on
     top."""
-    from ecdysis.config import load_config
-    from ecdysis.extensions import names, validate_section
-    from ecdysis.replay.host import ReplayHost
-    from ecdysis.sandbox import SandboxSection
-
     host = ReplayHost.of(load_config(config)) if config is not None else ReplayHost()
     if sandbox is not None:
         if sandbox not in names("sandbox"):
@@ -161,10 +153,6 @@ def _replay_host(config: Path | None, sandbox: str | None) -> ReplayHost:
 def _replay_source(run: str, store: str) -> tuple[ArtifactStore, str, str | None]:
     """The store and run id to replay, and the benchmark records it carries: a pack file unpacked into a new
     temporary folder (with its records, if any), else ``run`` in ``store`` (the host's data)."""
-    import tempfile
-
-    from ecdysis.replay.pack import pack_data_dir, pack_run_id, unpack_store
-
     path = Path(run)
     if not path.is_file():
         return open_store(store), run, None
@@ -178,9 +166,6 @@ def pack(run: Annotated[str, typer.Argument(help="Run id of a finished train or 
          store: StoreOption = DEFAULT_STORE) -> None:
     """Write a finished run as a replay pack: its records, harness bundles and exactly the responses its calls used,
     in one .tar.gz that `ecdysis replay PACK` re-runs with no model on any machine."""
-    from ecdysis.replay import NotReplayable
-    from ecdysis.replay.pack import write_pack
-
     target = out or Path(f"{run}.pack.tar.gz")
     try:
         summary = write_pack(open_store(store), run, target)

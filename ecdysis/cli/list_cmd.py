@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ecdysis.cli.common import console, fail
+from ecdysis.extensions import KINDS, entries
 
 
 def register(app: typer.Typer) -> None:
@@ -18,8 +19,6 @@ def register(app: typer.Typer) -> None:
 def list_extensions(kind: Annotated[str | None, typer.Argument(
         help="benchmark, method, acceptance, sandbox, coder or exporter (default: all).")] = None) -> None:
     """List the registered extensions of each kind: name, summary, and the package that registered it."""
-    from ecdysis.extensions import KINDS, entries
-
     if kind is not None and kind not in KINDS:
         fail(f"unknown extension kind {kind!r}; known: {', '.join(KINDS)}")
     table = Table(title="extensions")

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
 from ecdysis.events import EventFollower
@@ -171,14 +171,6 @@ class RichView:
     diagnosis and coding roles), decisions printed above it, running tokens and cost by role below."""
 
     def __init__(self, console: Console) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         self.console = console
         self.state = RunState()
         self.progress = _UsageProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

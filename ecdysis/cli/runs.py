@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ecdysis.cli.common import DEFAULT_STORE, StoreOption, console, fail, open_store
+from ecdysis.cli.progress import follow, make_view
 from ecdysis.events import liveness
 from ecdysis.events.follow import MISSED_HEARTBEATS
 from ecdysis.metrics import describe_exclusions
@@ -17,6 +18,8 @@ from ecdysis.report.data import RunData, stored_exclusions
 from ecdysis.report.summary import accommodation, rate_text
 from ecdysis.schemas import DATASETS
 from ecdysis.store import StoreError
+from ecdysis.tracking.config import MlflowConfig
+from ecdysis.tracking.mlflow_export import MlflowMirror, TrackingUnavailable
 from ecdysis.verification import last_verification
 
 runs_app = typer.Typer(help="Inspect runs in a store.", no_args_is_help=True)
@@ -89,8 +92,6 @@ def watch_run(run: Annotated[str, typer.Argument(help="Run id.")], store: StoreO
     """Follow a run's events until it finishes (from any machine that reads the store, S3 included).
 
     Exits 0 when the run finished, 1 when it failed, was stopped, or died (no heartbeat)."""
-    from ecdysis.cli.progress import follow, make_view
-
     artifacts = open_store(store)
     try:
         manifest = artifacts.read_manifest(run)
@@ -117,9 +118,6 @@ def export_mlflow(run: Annotated[str, typer.Argument(help="Run id.")], store: St
                                                        "artifact.")] = True) -> None:
     """Replay a stored run into MLflow: config as params, per-round metrics and nested runs, held-out metrics,
     accepted diffs, specs and the HTML report. Rounds already logged (by the live run) are not logged twice."""
-    from ecdysis.tracking.config import MlflowConfig
-    from ecdysis.tracking.mlflow_export import MlflowMirror, TrackingUnavailable
-
     artifacts = open_store(store)
     try:
         manifest = artifacts.read_manifest(run)

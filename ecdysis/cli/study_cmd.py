@@ -13,7 +13,14 @@ from typing import Annotated
 import typer
 
 from ecdysis.cli.common import PreflightOption, check_models, console, fail, model_stop, stop_message
-from ecdysis.study import StudyConfig, StudyEntry
+from ecdysis.cli.demo_local import QWEN_CTX
+from ecdysis.config import ConfigError
+from ecdysis.llm.local_servers import routed_to, serve_local_models
+from ecdysis.ray_env import ensure_ray
+from ecdysis.replay.pack import shipped_packs
+from ecdysis.store import ArtifactStore
+from ecdysis.study import StudyConfig, StudyEntry, StudyRunner, load_manifest, load_study, write_study
+from ecdysis.study.runner import choose_configurations
 
 LOCAL = "local/"
 
@@ -40,11 +47,6 @@ def study_command(
 ) -> None:
     """Run (or continue) a study: direct, human and the evolution methods trained from human, each evaluated on
     the held-out tasks with k trials; then STUDY.md. Finished runs are never re-run."""
-    from ecdysis.config import ConfigError
-    from ecdysis.ray_env import ensure_ray
-    from ecdysis.study import StudyRunner, load_study, write_study
-    from ecdysis.study.runner import choose_configurations
-
     try:
         study = load_study(config)
     except ConfigError as err:
@@ -76,15 +78,12 @@ def study_command(
                      "resume")
             store_obj = runner.store
     else:
-        from ecdysis.store import ArtifactStore
-        from ecdysis.study import load_manifest
-
         store_obj = ArtifactStore(uri)
         found = load_manifest(store_obj, study.study_id())
         if found is None:
             fail(f"study {study.study_id()} has no runs in {uri}")
         manifest = found
-    rows = write_study(study, manifest, store_obj, out)
+    rows = write_study(study, manifest, store_obj, out, shipped=shipped_packs())
     console.print(f"wrote {out} and {out.with_suffix('.svg')} ({len(rows)} cells)", highlight=False)
 
 
@@ -101,9 +100,6 @@ def _print_run(entry: StudyEntry) -> None:
 def local_models(study: StudyConfig) -> Iterator[StudyConfig]:
     """``study`` with each ``local/<name>`` model it names routed to a server started for the whole study (fetched
     first when it is an opt-in split model), stopped on exit; other studies as they are."""
-    from ecdysis.cli.demo_local import QWEN_CTX
-    from ecdysis.llm.local_servers import routed_to, serve_local_models
-
     m = study.base.models
     named = [*study.eval_models, m.diagnoser, m.coder, m.aggregator, m.user]
     local = list(dict.fromkeys(name.removeprefix(LOCAL) for name in named if name and name.startswith(LOCAL)))

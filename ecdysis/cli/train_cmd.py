@@ -2,36 +2,38 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ecdysis.cli.common import PreflightOption, check_models, console, err_console, fail, stop_message
-from ecdysis.config import RunConfig
+from ecdysis.cli.common import (
+    PreflightOption,
+    check_models,
+    console,
+    err_console,
+    fail,
+    resolve_config_path,
+    stop_message,
+)
+from ecdysis.cli.eval_cmd import report_exclusions, summary_table
+from ecdysis.cli.progress import follow, make_view
+from ecdysis.config import ConfigError, RunConfig, load_config
+from ecdysis.events import EventFollower
 from ecdysis.evolution.methods import method as method_section
-from ecdysis.training import TrainingOutcome
-
-BUILTIN_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+from ecdysis.extensions import UnknownExtension, lookup
+from ecdysis.llm import BudgetExceeded, ModelAccessError, ModelFailure
+from ecdysis.metrics import describe_exclusions
+from ecdysis.ray_env import ensure_ray
+from ecdysis.store import ArtifactStore
+from ecdysis.training import TrainingOutcome, default_run_id, start_driver
 
 
 def register(app: typer.Typer) -> None:
     """Add ``train`` to ``app``."""
     app.command("train")(train_command)
-
-
-def resolve_config_path(name: str) -> Path:
-    """A config file path, or the name of a config shipped in the package (``demo``, ``airline``...)."""
-    path = Path(name)
-    if path.is_file():
-        return path
-    builtin = BUILTIN_CONFIGS / f"{name.removesuffix('.yaml')}.yaml"
-    if builtin.is_file():
-        return builtin
-    known = ", ".join(sorted(p.stem for p in BUILTIN_CONFIGS.glob("*.yaml")))
-    fail(f"no config file {name!r} (built-in configs: {known})")
 
 
 def train_command(
@@ -47,9 +49,6 @@ def train_command(
     preflight: PreflightOption = True,
 ) -> None:
     """Train the harness: evaluate → failures → diagnosis → coding agent → validate → accept or roll back."""
-    from ecdysis.config import ConfigError, load_config
-    from ecdysis.extensions import UnknownExtension, lookup
-
     if method is not None:
         try:
             lookup("method", method)
@@ -74,13 +73,7 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
     """Run (or resume) a training run on Ray and print its round-by-round summary; first, unless ``preflight`` is
     False, call each of its models once (:func:`ecdysis.cli.common.check_models`). Exits 1 when the run stopped, or
     when none of its episodes (or of a held-out model's) was scored."""
-    import os
-
     import ray
-
-    from ecdysis.llm import BudgetExceeded, ModelAccessError, ModelFailure
-    from ecdysis.ray_env import ensure_ray
-    from ecdysis.training import default_run_id, start_driver
 
     chosen = method or cfg.training.method.type
     if not cfg.storage.uri.startswith(("/", "s3://")):
@@ -125,8 +118,6 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
     console.print(f"harness {outcome.initial_hash[:12]} → {outcome.final_hash[:12]} · final training score "
                   f"{outcome.final_train_score:.3f}", highlight=False)
     if outcome.heldout:
-        from ecdysis.cli.eval_cmd import summary_table
-
         console.print(summary_table(outcome.heldout, title="held-out evaluation of the final harness"),
                       width=max(console.width, 170))
     console.print(f"run data: {cfg.storage.uri} (run {outcome.run_id}); inspect with `ecdysis runs show "
@@ -139,10 +130,7 @@ def run_training(cfg: RunConfig, *, method: str | None = None, resume: str | Non
 def _check_scored(uri: str, outcome: TrainingOutcome) -> None:
     """Warn about excluded episodes with their causes; exit 1 when every episode of the run was excluded, or a
     held-out row measured nothing."""
-    from ecdysis.cli.eval_cmd import report_exclusions
-    from ecdysis.metrics import describe_exclusions
     from ecdysis.report.data import stored_exclusions
-    from ecdysis.store import ArtifactStore
 
     total, causes = stored_exclusions(ArtifactStore(uri), outcome.run_id)
     excluded = sum(causes.values())
@@ -158,10 +146,6 @@ def _watch_driver(cfg: RunConfig, run_id: str, start: Callable[[], Any]) -> Any:
     """Start the driver's run with ``start()`` and render its events (read back from the store) while it works;
     returns the run's object ref once it is done."""
     import ray
-
-    from ecdysis.cli.progress import follow, make_view
-    from ecdysis.events import EventFollower
-    from ecdysis.store import ArtifactStore
 
     store = ArtifactStore(cfg.storage.uri)
     # Only this attempt's events: a resumed run's earlier ones are history (`ecdysis runs watch` shows them).

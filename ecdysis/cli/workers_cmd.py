@@ -8,6 +8,8 @@ import typer
 from rich.table import Table
 
 from ecdysis.cli.common import console, fail
+from ecdysis.ray_env import ensure_ray
+from ecdysis.rollouts.warm import stop_warm_workers, warm_workers
 
 workers_app = typer.Typer(help="Warm rollout workers on a running Ray cluster.", no_args_is_help=True)
 
@@ -21,8 +23,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _join(address: str) -> None:
-    from ecdysis.ray_env import ensure_ray
-
     try:
         ensure_ray(address)
     except Exception as err:  # Ray's own message says what failed (no cluster there, a wrong token)
@@ -33,8 +33,6 @@ def _join(address: str) -> None:
 def list_workers(ray_address: AddressOption) -> None:
     """List the warm rollout workers: pid, node, episodes run, seconds idle (each ends after the run's
     ``rollouts.keep_warm_s`` idle seconds), and whether a running command holds it."""
-    from ecdysis.rollouts.warm import warm_workers
-
     _join(ray_address)
     workers = warm_workers()
     if not workers:
@@ -52,7 +50,5 @@ def list_workers(ray_address: AddressOption) -> None:
 @workers_app.command("stop")
 def stop_workers(ray_address: AddressOption) -> None:
     """Stop every warm rollout worker on the cluster now (their sandboxes end with them)."""
-    from ecdysis.rollouts.warm import stop_warm_workers
-
     _join(ray_address)
     console.print(f"stopped {stop_warm_workers()} warm rollout workers", highlight=False)

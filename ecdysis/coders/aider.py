@@ -17,6 +17,7 @@ from pydantic import Field
 from ecdysis.coders.base import CoderSection
 from ecdysis.coders.install import AIDER_VERSION, INSTALL_HINT, agents_dir
 from ecdysis.coders.sandboxed import CONTROL, Invocation, SandboxedCLIAgent, python_prefix
+from ecdysis.extensions import register
 from ecdysis.protocols import CodingAgent, LLMClient, SandboxBackend
 
 
@@ -71,6 +72,4 @@ class AiderConfig(CoderSection):
 
 def register_extensions() -> None:
     """Register ``training.coder: {type: aider}``."""
-    from ecdysis.extensions import register
-
     register("coder", "aider", "aider 0.86.2 in a no-network bubblewrap sandbox", config=AiderConfig)

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import Field
 
 from ecdysis.coders.base import CoderSection
+from ecdysis.coders.builtin_agent import BuiltinCodingAgent
+from ecdysis.extensions import register
 from ecdysis.protocols import CodingAgent, LLMClient, SandboxBackend
 
 
@@ -30,8 +32,6 @@ class BuiltinCoderConfig(CoderSection):
 
     def build(self, llm: LLMClient, model: str, backend: SandboxBackend | None) -> CodingAgent:
         """The agent this config describes."""
-        from ecdysis.coders.builtin_agent import BuiltinCodingAgent
-
         return BuiltinCodingAgent(llm, model, backend, max_turns=self.max_turns,
                                   selftest_timeout_s=self.selftest_timeout_s, finish_checks=self.finish_checks,
                                   file_tokens=self.file_tokens)
@@ -39,7 +39,5 @@ class BuiltinCoderConfig(CoderSection):
 
 def register_extensions() -> None:
     """Register ``training.coder: {type: builtin}``."""
-    from ecdysis.extensions import register
-
     register("coder", "builtin", "the in-process tool loop (six tools confined to the bundle copy)",
              config=BuiltinCoderConfig)

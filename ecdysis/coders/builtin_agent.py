@@ -27,10 +27,10 @@ from ecdysis.coders.prompts import render
 from ecdysis.coders.search_replace import EditNotApplied, apply_edit
 from ecdysis.harness import ValidationResult, check_bundle, harness_hash
 from ecdysis.harness import file_names as bundle_files
-from ecdysis.harness.validation import run_selftest
 from ecdysis.llm.tokens import estimate_tokens
 from ecdysis.protocols import LLMClient, SandboxBackend
 from ecdysis.records import ModificationSpec, Role
+from ecdysis.sandbox.validation import run_selftest
 
 MAX_FILE_BYTES = 200_000
 

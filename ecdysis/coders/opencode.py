@@ -21,6 +21,7 @@ from pydantic import Field
 from ecdysis.coders.base import CoderSection
 from ecdysis.coders.install import INSTALL_HINT, OPENCODE_VERSION, agents_dir
 from ecdysis.coders.sandboxed import CONTROL, Invocation, SandboxedCLIAgent
+from ecdysis.extensions import register
 from ecdysis.protocols import CodingAgent, LLMClient, SandboxBackend
 
 
@@ -89,6 +90,4 @@ class OpenCodeConfig(CoderSection):
 
 def register_extensions() -> None:
     """Register ``training.coder: {type: opencode}``."""
-    from ecdysis.extensions import register
-
     register("coder", "opencode", "OpenCode 1.18.33 in a no-network bubblewrap sandbox", config=OpenCodeConfig)

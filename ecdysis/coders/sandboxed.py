@@ -28,6 +28,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -288,8 +289,6 @@ def _cgroup(config: ExternalAgentConfig) -> SandboxCgroup | None:
 
 def _drain(process: subprocess.Popen[bytes]) -> list[bytes]:
     """Collect the process's output in a thread (a full pipe would stall it); the list fills as it runs."""
-    import threading
-
     chunks: list[bytes] = []
     assert process.stdout is not None
     fd = process.stdout.fileno()

@@ -19,7 +19,7 @@ from ecdysis.evolution.evaluator import EvaluationBatch, Evaluator, FunctionEval
 from ecdysis.evolution.failures import failures_from, trim_for_context
 from ecdysis.evolution.loop import TrainingLoop, TrainingResult
 from ecdysis.evolution.methods import DiagnoserParts, MethodSection, method
-from ecdysis.harness.validation import ValidationResult, check_bundle, run_selftest, validate_bundle
+from ecdysis.sandbox.validation import ValidationResult, check_bundle, run_selftest, validate_bundle
 
 __all__ = [
     "AcceptancePolicy",

@@ -54,9 +54,9 @@ from ecdysis.evolution.diagnosis import diagnosis_problem
 from ecdysis.evolution.evaluator import EvaluationBatch, Evaluator, HarnessRef
 from ecdysis.evolution.failures import failures_from
 from ecdysis.evolution.methods import method
-from ecdysis.harness.validation import ValidationResult, validate_bundle
 from ecdysis.protocols import CodingAgent, Diagnoser, EventSink, LLMClient, SandboxBackend, Store
 from ecdysis.records import EventKind, FailureRecord, HarnessVersion, Phase, PhaseStats, RoundResult, Trajectory
+from ecdysis.sandbox.validation import ValidationResult, validate_bundle
 
 PHASES = ("evaluation", "diagnosis", "coding", "validation", "candidate_evaluation")
 

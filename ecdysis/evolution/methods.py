@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ecdysis.evolution.diagnosis import BatchDiagnoser, SequentialDiagnoser
+from ecdysis.evolution.fdcr import FDCRDiagnoser
 from ecdysis.evolution.prompt_budget import budget_chars
-from ecdysis.extensions import section, validate_section
+from ecdysis.extensions import register, section, validate_section
 from ecdysis.llm.tokens import DEFAULT_REPLY_TOKENS
 from ecdysis.protocols import Diagnoser, LLMClient, Store
 
@@ -96,8 +98,6 @@ class SequentialMethod(MethodSection):
     batch: ClassVar[bool] = False
 
     def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
-        from ecdysis.evolution.diagnosis import SequentialDiagnoser
-
         return SequentialDiagnoser(parts.llm, parts.model, **parts.budgets())
 
 
@@ -108,8 +108,6 @@ class BatchMethod(MethodSection):
     """Selects batch aggregation."""
 
     def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
-        from ecdysis.evolution.diagnosis import BatchDiagnoser
-
         return BatchDiagnoser(parts.llm, parts.model, aggregator_model=parts.aggregator_model, **parts.budgets())
 
 
@@ -122,8 +120,6 @@ class FDCRMethod(MethodSection):
     """Analyst → Critic → Engineer passes before the Moderator."""
 
     def diagnoser(self, parts: DiagnoserParts) -> Diagnoser:
-        from ecdysis.evolution.fdcr import FDCRDiagnoser
-
         budget = parts.prompt_chars
         return FDCRDiagnoser(parts.llm, parts.model, passes=self.passes, store=parts.store,
                              task_models=list(parts.task_models), harness_budget_chars=budget * 3 // 7,
@@ -148,8 +144,6 @@ def method(name: str, configured: MethodSection | None = None) -> MethodSection:
 
 def register_extensions() -> None:
     """Register ``se``, ``ecdysis`` and ``ecdysis-fdcr``."""
-    from ecdysis.extensions import register
-
     register("method", "se", "sequential evolution: one diagnosis and coding session per failure, in sequence",
              config=SequentialMethod)
     register("method", "ecdysis", "one diagnosis and coding session over all of a round's failures",

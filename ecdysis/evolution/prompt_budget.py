@@ -20,8 +20,10 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
+from ecdysis.evolution.fdcr.roles import AnalystOutput, CriticOutput, EngineerOutput
 from ecdysis.llm import structured
 from ecdysis.llm.tokens import DEFAULT_REPLY_TOKENS, chars_for_tokens, estimate_tokens
+from ecdysis.records import SpecReply
 
 MIN_ROOM_TOKENS = 1_000
 """Below this many tokens for evidence and source, a diagnosis cannot be asked for: the run refuses to start."""
@@ -31,9 +33,6 @@ TEMPLATE_PACKAGES = ("ecdysis.evolution.prompts", "ecdysis.evolution.fdcr.prompt
 @functools.cache
 def fixed_prompt_tokens() -> int:
     """Tokens a diagnosis prompt takes besides evidence and source: its longest template and its largest schema."""
-    from ecdysis.evolution.fdcr.roles import AnalystOutput, CriticOutput, EngineerOutput
-    from ecdysis.records import SpecReply
-
     templates = [entry.read_text(encoding="utf-8") for package in TEMPLATE_PACKAGES
                  for entry in resources.files(package).iterdir() if entry.name.endswith(".md")]
     schemas = [structured.instruction(s) for s in (SpecReply, AnalystOutput, CriticOutput, EngineerOutput)]

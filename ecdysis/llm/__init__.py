@@ -5,6 +5,7 @@ Importing this package is cheap; litellm is imported on first use of :class:`Gat
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ecdysis.llm.config import CacheRule, GatewayConfig, ModelConfig, Streaming, ToolCallParsing
@@ -48,7 +49,5 @@ _LAZY = {"Gateway": "ecdysis.llm.gateway", "LocalModelServer": "ecdysis.llm.loca
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'ecdysis.llm' has no attribute {name!r}")

@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ecdysis.llm.local_setup import CACHE_DIR, LLAMA_CPP_VERSION
+from ecdysis.llm.local_cache import CACHE_DIR, LLAMA_CPP_VERSION
 
 BUILD_DIR = CACHE_DIR / f"llama.cpp-{LLAMA_CPP_VERSION}"
 BINARIES = ("llama-server", "llama-bench")

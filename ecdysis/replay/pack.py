@@ -27,12 +27,15 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
+from ecdysis.benchmarks import BenchmarkConfig, build
+from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
 from ecdysis.harness.blobs import HarnessBlobs
 from ecdysis.records import RunManifest
 from ecdysis.replay.manifest import UntrustedManifestError, checked_manifest, narrow_manifest
 from ecdysis.replay.rerun import NotReplayable
+from ecdysis.schemas import DATASETS
 from ecdysis.store import ArtifactStore
 
 CACHE_NAMESPACE = "llm_cache"
@@ -134,7 +137,6 @@ def use_pack_data(data_dir: str | None) -> None:
     official evaluators read the benchmark's default data folder); nothing when the pack carries none."""
     if data_dir is None:
         return
-    from ecdysis.benchmarks.agentbench.manifest import DATA_ENV
 
     if Path(data_dir).name.startswith("agentbench"):
         os.environ[DATA_ENV] = data_dir
@@ -156,8 +158,6 @@ def _check_manifest(tar: tarfile.TarFile, member: tarfile.TarInfo, pack: Path) -
 
 def _admitted(name: str) -> bool:
     """Whether a pack member is where one of a pack's parts goes (datasets, manifest, objects, blobs, records)."""
-    from ecdysis.schemas import DATASETS
-
     parts = PurePosixPath(name).parts
     if not parts or not all(_SEGMENT.match(part) and part not in (".", "..") for part in parts):
         return False
@@ -175,10 +175,6 @@ def _admitted(name: str) -> bool:
 
 def _pack_records(manifest: RunManifest, folder: Path) -> None:
     """The records of the run's tasks, for each benchmark whose data a replay could lack (AgentBench's)."""
-    from pydantic import TypeAdapter
-
-    from ecdysis.benchmarks import BenchmarkConfig, build
-
     section = manifest.config.get("benchmark")
     if not isinstance(section, dict):
         return
@@ -205,3 +201,13 @@ def _harness_hashes(store: ArtifactStore, run_id: str) -> list[str]:
     hashes |= {v.parent_hash for v in store.read("harness_versions", run_id=run_id) if v.parent_hash}
     return sorted(hashes)
 
+
+
+PACKS = Path(__file__).resolve().parent.parent / "configs" / "demo-packs"
+"""Where the repository ships replay packs (the demo's recorded run)."""
+
+
+def shipped_packs(folder: Path = PACKS) -> dict[str, str]:
+    """Run id → repository path of each replay pack shipped in ``folder``."""
+    packs = sorted(folder.glob("*.pack.tar.gz")) if folder.is_dir() else []
+    return {pack_run_id(pack): f"ecdysis/{pack.relative_to(folder.parent.parent).as_posix()}" for pack in packs}

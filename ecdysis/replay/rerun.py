@@ -14,11 +14,17 @@ import tempfile
 
 from pydantic import BaseModel, Field
 
+from ecdysis.benchmarks import build
+from ecdysis.evaluation import EvalPlan, package_versions, run_eval
+from ecdysis.harness import HarnessBlobs, resolve_harness
+from ecdysis.ray_env import ensure_ray
 from ecdysis.records import RunManifest, Trajectory
 from ecdysis.replay.compare import compare_runs
 from ecdysis.replay.host import ReplayHost
 from ecdysis.replay.manifest import PackManifest, UntrustedManifestError, checked_manifest, narrow_manifest
+from ecdysis.rollouts import RolloutSettings
 from ecdysis.store import ArtifactStore
+from ecdysis.training import start_driver
 
 
 class ReplayResult(BaseModel):
@@ -79,8 +85,6 @@ def replay_run(store: ArtifactStore, run_id: str, *, out_uri: str | None = None,
 
 
 def _version_changes(manifest: RunManifest) -> list[str]:
-    from ecdysis.evaluation import package_versions
-
     now = package_versions()
     return [f"{name}: {then} → {now.get(name, 'absent')}" for name, then in sorted(manifest.package_versions.items())
             if now.get(name, "absent") != then]
@@ -89,9 +93,6 @@ def _version_changes(manifest: RunManifest) -> list[str]:
 def _rerun_train(manifest: PackManifest, host: ReplayHost, store: ArtifactStore, out: ArtifactStore,
                  original: list[Trajectory], ray_address: str | None) -> None:
     import ray
-
-    from ecdysis.ray_env import ensure_ray
-    from ecdysis.training import start_driver
 
     # A replay is a check, not an experiment: it is not mirrored into any tracker (the host's config has none here).
     cfg = host.train_config(manifest, replay_from=store.uri, out_uri=out.uri)
@@ -103,12 +104,6 @@ def _rerun_train(manifest: PackManifest, host: ReplayHost, store: ArtifactStore,
 
 def _rerun_eval(manifest: PackManifest, host: ReplayHost, store: ArtifactStore, out: ArtifactStore,
                 original: list[Trajectory], ray_address: str | None) -> None:
-    from ecdysis.benchmarks import build
-    from ecdysis.evaluation import EvalPlan, run_eval
-    from ecdysis.harness import HarnessBlobs, resolve_harness
-    from ecdysis.ray_env import ensure_ray
-    from ecdysis.rollouts import RolloutSettings
-
     if not manifest.settings:
         raise NotReplayable(f"eval run {manifest.run_id!r} was stored before eval runs recorded their rollout "
                             "settings; it cannot be replayed")

@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ecdysis.harness.blobs import HarnessBlobs
+from ecdysis.sandbox.lifecycle import backend_class
+
 
 class HarnessDistribution:
     """The driver's side of handing harnesses to rollout workers; each harness is stored and published once (by the
@@ -35,8 +38,6 @@ class HarnessDistribution:
                 if self.published.get(request.harness_hash) else request for request in requests]
 
     def _store_bundle(self, harness_hash: str, folder: Path) -> None:
-        from ecdysis.harness.blobs import HarnessBlobs
-
         if self.store is None or harness_hash in self._stored:
             return
         if self.store.get_object(HarnessBlobs.NAMESPACE, harness_hash) is None:
@@ -46,8 +47,6 @@ class HarnessDistribution:
         self._stored.add(harness_hash)
 
     def _publish(self, harness_hash: str, folder: Path) -> str | None:
-        from ecdysis.sandbox.lifecycle import backend_class
-
         if self._backend is None:
             self._backend = backend_class(self.sandbox) or (None, None)
         backend, config = self._backend

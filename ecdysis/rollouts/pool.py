@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ecdysis.llm.budget import Budget
+from ecdysis.llm.errors import BudgetExceeded, ModelFailure
 from ecdysis.ray_env import joined_cluster
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.distribution import HarnessDistribution
@@ -209,8 +210,6 @@ class RolloutPool:
             self._stop(stop, len(results), len(requests))
         over = self.budget.crossed()
         if over is not None and len(results) < len(requests):
-            from ecdysis.llm.errors import BudgetExceeded
-
             run_id = requests[0].run_id if requests else ""
             raise BudgetExceeded(f"run budget crossed ({over}); {len(results)} of {len(requests)} episodes ran and "
                                  "are stored", run_id=run_id, usage=self.budget.rollouts)
@@ -219,8 +218,6 @@ class RolloutPool:
     @staticmethod
     def _stop(stop: tuple[str, Trajectory], ran: int, total: int) -> NoReturn:
         """Raise :class:`~ecdysis.llm.errors.ModelFailure` for the episode ``stop`` names and why."""
-        from ecdysis.llm.errors import ModelFailure
-
         why, trajectory = stop
         assert trajectory.model_error is not None
         raise ModelFailure(f"run {trajectory.run_id} stopped: {why}. {ran} of {total} episodes ran and are stored",

@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import ecdysis
+from ecdysis.ray_env import forwarded_environment
 from ecdysis.rollouts.settings import RolloutSettings
 
 NAMESPACE = "ecdysis-warm-workers"
@@ -35,8 +37,6 @@ def keeps_warm(settings: RolloutSettings, *, joined: bool) -> bool:
 def code_fingerprint() -> str:
     """A digest of this installation's ecdysis sources (path, size and modification time of each file): a worker
     started from other code is never reused."""
-    import ecdysis
-
     root = Path(ecdysis.__file__).parent
     digest = hashlib.sha256(ecdysis.__version__.encode())
     for path in sorted(root.rglob("*")):
@@ -49,8 +49,6 @@ def code_fingerprint() -> str:
 def warm_key(settings: RolloutSettings, environment: dict[str, str] | None = None) -> str:
     """What a warm worker must match to be reused: the settings, the environment forwarded to workers (provider
     keys and endpoints, hashed, never stored) and the code."""
-    from ecdysis.ray_env import forwarded_environment
-
     env = forwarded_environment() if environment is None else environment
     digest = hashlib.sha256()
     digest.update(settings.model_dump_json().encode())

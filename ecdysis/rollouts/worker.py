@@ -12,8 +12,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ecdysis.benchmarks import build
+from ecdysis.collector import settle
+from ecdysis.harness.blobs import HarnessBlobs
+from ecdysis.imports import arrow_without_pandas
 from ecdysis.records import TerminationReason, Trajectory
 from ecdysis.rollouts.settings import RolloutSettings
+from ecdysis.rollouts.warm import end_this_actor
+from ecdysis.sandbox.untrusted import clean_text
 
 
 def prepare_process() -> None:
@@ -54,10 +60,6 @@ class RolloutWorker:
     def __init__(self, settings: RolloutSettings, *, idle_exit_s: float | None = None) -> None:
         """``idle_exit_s``: end this actor after that many seconds without an episode (a warm worker, see
         `ecdysis.rollouts.warm`); None: it lives until its pool kills it."""
-        from ecdysis.benchmarks import build
-        from ecdysis.collector import settle
-        from ecdysis.imports import arrow_without_pandas
-
         arrow_without_pandas()  # its LLM call records go to Arrow; no episode holds a pandas object
         self.settings = settings
         self._in_flight = 0
@@ -142,8 +144,6 @@ class RolloutWorker:
     def _on_this_node(self, request: Any, backend: Any) -> Any:
         """The request with its harness reachable here: the bundle materialised from the store when this node does
         not share the driver's disk, and the backend prepared with what the driver published (if anything)."""
-        from ecdysis.harness.blobs import HarnessBlobs
-
         backend.prepare(request.harness_hash, request.harness_image)
         if (Path(request.harness_dir) / "harness.py").is_file():
             return request
@@ -178,8 +178,6 @@ class RolloutWorker:
                 if self._in_flight == 0 and time.monotonic() - self._last_active >= idle_s:
                     self._expired = True
             if self._expired:
-                from ecdysis.rollouts.warm import end_this_actor
-
                 with contextlib.suppress(Exception):  # it ends either way
                     self.shutdown()
                 # Through Ray, so the cluster knows it ended; by itself when Ray does not answer (its cluster gone).
@@ -218,8 +216,6 @@ def failed_trajectory(request: Any, reason: TerminationReason, detail: str, *, w
 def unrecordable(trajectory: Trajectory, exc: BaseException) -> Trajectory:
     """The record that replaces a trajectory whose content cannot be stored: the same episode, ended as the
     harness's failure, without the messages and tool calls that could not be encoded."""
-    from ecdysis.sandbox.untrusted import clean_text
-
     return trajectory.model_copy(update={
         "messages": [], "tool_calls": [], "reward": 0.0, "reward_breakdown": {},
         "termination_reason": TerminationReason.HARNESS_ERROR,

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ecdysis.extensions import section, validate_section
+from ecdysis.extensions import register, section, validate_section
 from ecdysis.protocols import SandboxBackend
+from ecdysis.sandbox.docker_backend import DockerBackend
+from ecdysis.sandbox.process import ProcessBackend
 
 log = logging.getLogger(__name__)
 
@@ -118,13 +120,9 @@ class DockerSandboxConfig(_Common):
         return value
 
     def build(self) -> SandboxBackend:
-        from ecdysis.sandbox.docker_backend import DockerBackend
-
         return DockerBackend(self)
 
     def backend_class(self) -> tuple[BackendClass, SandboxSection]:
-        from ecdysis.sandbox.docker_backend import DockerBackend
-
         return DockerBackend, self
 
 
@@ -187,13 +185,9 @@ class ProcessSandboxConfig(_Common):
     start unless this is False (``allowlist`` always isolates the network)."""
 
     def build(self) -> SandboxBackend:
-        from ecdysis.sandbox.process import ProcessBackend
-
         return ProcessBackend(self)
 
     def backend_class(self) -> tuple[BackendClass, SandboxSection]:
-        from ecdysis.sandbox.process import ProcessBackend
-
         return ProcessBackend, self
 
 
@@ -256,8 +250,6 @@ def make_backend(config: SandboxSection | dict[str, Any] | str) -> SandboxBacken
 
 def register_extensions() -> None:
     """Register the built-in backends: ``auto``, ``docker`` and ``process``."""
-    from ecdysis.extensions import register
-
     register("sandbox", "auto", "Docker when a daemon answers, else the process sandbox", config=AutoSandboxConfig)
     register("sandbox", "docker", "a locked-down container per episode (or reused, wiped between episodes)",
              config=DockerSandboxConfig)

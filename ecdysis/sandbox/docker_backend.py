@@ -13,10 +13,9 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
-from ecdysis.sandbox.config import DockerSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.hijack import FrameReader, HijackedSocket
 from ecdysis.sandbox.images import (
@@ -28,6 +27,9 @@ from ecdysis.sandbox.images import (
 from ecdysis.sandbox.ownership import OWNER_LABEL, owner, owner_alive
 from ecdysis.sandbox.procfs import live_uid
 from ecdysis.sandbox.removal import remove_container
+
+if TYPE_CHECKING:
+    from ecdysis.sandbox.config import DockerSandboxConfig
 
 log = logging.getLogger(__name__)
 
@@ -275,10 +277,10 @@ class DockerBackend(PooledBackend):
     fails is removed; where an image cannot run the wipe at all, the backend stops reusing containers.
     """
 
-    def __init__(self, config: DockerSandboxConfig | None = None) -> None:
+    def __init__(self, config: DockerSandboxConfig) -> None:
         import docker
 
-        self.config = config or DockerSandboxConfig()
+        self.config = config
         self.isolation = "docker"
         try:
             self.client = (docker.DockerClient(base_url=self.config.docker_host) if self.config.docker_host

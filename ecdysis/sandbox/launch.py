@@ -27,8 +27,10 @@ of 13 (measured). Each stops with its error on stderr and a non-zero status befo
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
+import shutil
 import sys
 
 MYPY = False
@@ -103,8 +105,6 @@ def native_command(spec: dict[str, Any], *argv: str) -> list[str] | None:
 def _native_tools() -> tuple[str, str, str] | None:
     """Paths of ``sh``, ``prlimit`` and ``setpriv`` (looked up once), or None when one is missing."""
     if not _TOOLS:
-        import shutil
-
         sh, prlimit, setpriv = (shutil.which(name, path="/usr/bin:/bin") for name in ("sh", "prlimit", "setpriv"))
         _TOOLS.append((sh, prlimit, setpriv) if sh and prlimit and setpriv else None)
     return _TOOLS[0]
@@ -149,15 +149,11 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
 
 
 def _libc() -> Any:
-    import ctypes
-
     return ctypes.CDLL(None, use_errno=True)
 
 
 def _check(result: int, what: str) -> None:
     if result != 0:
-        import ctypes
-
         errno = ctypes.get_errno()
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
@@ -204,8 +200,6 @@ PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 def _install_seccomp(libc: Any, fd: int) -> None:
     """Install the seccomp program (``struct sock_filter`` array) read from ``fd`` on this process."""
-    import ctypes
-
     program = b""
     while chunk := os.read(fd, 65536):
         program += chunk

@@ -24,13 +24,12 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ecdysis.harness.files import bundle_files
 from ecdysis.sandbox.allowlist import MountPlan
 from ecdysis.sandbox.base import PooledBackend, StreamSandbox
 from ecdysis.sandbox.cgroups import SandboxCgroup, cgroups_available
-from ecdysis.sandbox.config import ProcessSandboxConfig
 from ecdysis.sandbox.errors import SandboxExited, SandboxUnavailable
 from ecdysis.sandbox.keyrings import filter_fd
 from ecdysis.sandbox.launch import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, command
@@ -38,6 +37,9 @@ from ecdysis.sandbox.procfs import is_zombie, processes_of
 from ecdysis.sandbox.runtime import RUNTIME_PATH
 from ecdysis.sandbox.spawner import spawner
 from ecdysis.sandbox.uids import UidLease, lease_uid
+
+if TYPE_CHECKING:
+    from ecdysis.sandbox.config import ProcessSandboxConfig
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +230,8 @@ class ProcessSandbox(StreamSandbox):
 class ProcessBackend(PooledBackend):
     """SandboxBackend of child processes (see ProcessSandboxConfig for the two isolations and what each enforces)."""
 
-    def __init__(self, config: ProcessSandboxConfig | None = None) -> None:
-        self.config = config or ProcessSandboxConfig()
+    def __init__(self, config: ProcessSandboxConfig) -> None:
+        self.config = config
         super().__init__(warm_pool=self.config.warm_pool, start_timeout_s=self.config.start_timeout_s,
                          warm_bundles=self.config.warm_bundles)
         self.allowlist = self.config.isolation == "allowlist"

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from ecdysis.records import Record, RunManifest
-from ecdysis.schemas import Dataset, dataset_for
+from ecdysis.schemas import DATASETS, Dataset, dataset_for
 from ecdysis.store.backend import Backend
 from ecdysis.store.errors import (
     BlobIntegrityError,
@@ -229,8 +229,6 @@ class ArtifactStore:
     def copy_run_files(self, run_id: str, into: ArtifactStore) -> int:
         """Copy ``run_id``'s manifest and every dataset file of the run, byte for byte, into ``into``; returns how
         many files were copied."""
-        from ecdysis.schemas import DATASETS
-
         _check_name("run_id", run_id)
         keys = [_manifest_key(run_id)] if self._backend.exists(_manifest_key(run_id)) else []
         for name in DATASETS:

@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ecdysis.config import ConfigError, RunConfig, field_errors, load_config, parse_config
+from ecdysis.config import ConfigError, RunConfig, field_errors, find_config, load_config, parse_config
+from ecdysis.extensions import names
 from ecdysis.records import stable_hash
 
 SEEDS = ("direct", "human")
@@ -91,8 +92,6 @@ class StudyConfig(StudySection):
     @field_validator("configurations")
     @classmethod
     def _known_configurations(cls, value: list[str]) -> list[str]:
-        from ecdysis.extensions import names
-
         known = [*SEEDS, *names("method")]
         unknown = [name for name in value if name not in known]
         if unknown:
@@ -153,17 +152,10 @@ class StudyConfig(StudySection):
 
 
 def _load_base(name: str, folder: str | None) -> RunConfig:
-    from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
-
-    path = Path(name)
-    if not path.is_absolute() and folder is not None and (Path(folder) / path).is_file():
-        path = Path(folder) / path
-    if not path.is_file():
-        builtin = BUILTIN_CONFIGS / f"{name.removesuffix('.yaml')}.yaml"
-        if not builtin.is_file():
-            raise ValueError(f"no config file {name!r} (neither a path nor a built-in config)")
-        path = builtin
-    return load_config(path)
+    try:
+        return load_config(find_config(name, folder=folder))
+    except FileNotFoundError as err:
+        raise ValueError(str(err)) from None
 
 
 def parse_study(data: Any, source: str = "<study>", *, folder: str | None = None) -> StudyConfig:

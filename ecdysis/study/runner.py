@@ -14,12 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ecdysis.benchmarks import build
 from ecdysis.config import RunConfig, rollout_settings
+from ecdysis.evaluation import EvalPlan, run_eval
+from ecdysis.evolution.checkpoints import Checkpoints, RunStarted
 from ecdysis.evolution.methods import method as method_section
 from ecdysis.records import Task, utc_now
 from ecdysis.store import ArtifactStore
 from ecdysis.study.config import SEEDS, StudyConfig
 from ecdysis.study.manifest import StudyEntry, StudyManifest, eval_key, load_manifest, save_manifest, train_key
+from ecdysis.training import TrainingDriver
 
 Trainer = Callable[[RunConfig, str, str, bool], str]
 """``trainer(config, method, run_id, resume)`` trains (or resumes) one run and returns its final harness hash."""
@@ -28,15 +32,11 @@ Trainer = Callable[[RunConfig, str, str, bool], str]
 def train_in_process(config: RunConfig, method: str, run_id: str, resume: bool) -> str:
     """The default `Trainer`: the training driver in this process (its rollouts on Ray), no held-out evaluation
     (the study evaluates every configuration itself, on the same tasks)."""
-    from ecdysis.training import TrainingDriver
-
     return TrainingDriver(config, method=method, run_id=run_id).run(resume=resume, evaluate_heldout=False).final_hash
 
 
 def resumable(store: Any, run_id: str) -> bool:
     """Whether the training run ``run_id`` has a checkpoint to continue from."""
-    from ecdysis.evolution.checkpoints import Checkpoints, RunStarted
-
     return Checkpoints(store, run_id).get("run", RunStarted) is not None
 
 
@@ -99,8 +99,6 @@ class StudyRunner:
 
     def heldout_tasks(self) -> list[Task]:
         """The held-out tasks: the explicit list, or a seeded draw from the split."""
-        from ecdysis.benchmarks import build
-
         h = self.study.heldout
         seed = self.study.seed if h.seed is None else h.seed
         return build(self.study.base.benchmark).tasks(h.split, None if h.task_ids else h.sample, seed=seed,
@@ -141,8 +139,6 @@ class StudyRunner:
 
     def _evaluate(self, configuration: str, harness: str, model: str, tasks: list[Task]) -> None:
         """The held-out evaluation of ``harness`` on ``model`` (k trials per task), unless it is done."""
-        from ecdysis.evaluation import EvalPlan, run_eval
-
         key = eval_key(configuration, model)
         if self.manifest.finished(key) is not None:
             return

@@ -15,22 +15,25 @@ from ecdysis.study.plot import accuracy_svg
 from ecdysis.study.results import StudyRow, rounds_of, study_rows
 
 
-def write_study(study: StudyConfig, manifest: StudyManifest, store: Any, out: Path) -> list[StudyRow]:
-    """Write ``out`` (markdown) and its plot beside it (``<stem>.svg``); returns the rows."""
+def write_study(study: StudyConfig, manifest: StudyManifest, store: Any, out: Path,
+                shipped: dict[str, str] | None = None) -> list[StudyRow]:
+    """Write ``out`` (markdown) and its plot beside it (``<stem>.svg``); returns the rows. ``shipped``: run id →
+    repository path of the runs shipped as replay packs (`ecdysis.replay.pack.shipped_packs`)."""
     rows = study_rows(study, manifest, store)
     main = [r for r in rows if r.model == study.train_model]
     plot = out.with_suffix(".svg")
     out.parent.mkdir(parents=True, exist_ok=True)
     plot.write_text(accuracy_svg(main, title=f"{study.name} · {study.train_model}"), encoding="utf-8")
-    out.write_text(study_markdown(study, manifest, rows, plot=plot.name, store=store), encoding="utf-8")
+    text = study_markdown(study, manifest, rows, plot=plot.name, store=store, shipped=shipped)
+    out.write_text(text, encoding="utf-8")
     return rows
 
 
 def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[StudyRow], *, plot: str,
                    store: Any = None, shipped: dict[str, str] | None = None) -> str:
     """The whole file. It names no path of the machine that ran the study (its store is not shipped): the runs
-    shipped as replay packs (``shipped``, default :func:`shipped_packs`) are named by their path in the repository,
-    and the rest are regenerated with ``make study``."""
+    shipped as replay packs (``shipped``: run id → repository path; None: none) are named by their path in the
+    repository, and the rest are regenerated with ``make study``."""
     k, benchmark = study.k, study.base.benchmark
     main = [r for r in rows if r.model == study.train_model]
     budget = study.budget_usd if study.budget_usd is not None else study.base.llm.max_usd
@@ -72,23 +75,11 @@ def study_markdown(study: StudyConfig, manifest: StudyManifest, rows: Sequence[S
               "- `direct` and `human` are the benchmark's seed harnesses, not trained; the other configurations "
               f"are trained from `{study.train_from}` on the same training tasks with the same model, seed and "
               "budget.", "",
-              "## Runs", "", *runs_paragraph(rows, shipped_packs() if shipped is None else shipped), "",
+              "## Runs", "", *runs_paragraph(rows, shipped or {}), "",
               "| configuration | model | training run | held-out run | harness |", "|---|---|---|---|---|"]
     lines += [f"| {r.configuration} | `{r.model}` | {_code(r.train_run)} | {_code(r.eval_run)} | "
               f"{_code(r.harness[:12] if r.harness else None)} |" for r in rows]
     return "\n".join(lines) + "\n"
-
-
-PACKS = Path(__file__).resolve().parent.parent / "configs" / "demo-packs"
-"""Where the repository ships replay packs (the demo's recorded run)."""
-
-
-def shipped_packs(folder: Path = PACKS) -> dict[str, str]:
-    """Run id → repository path of each replay pack shipped in ``folder``."""
-    from ecdysis.replay.pack import pack_run_id
-
-    packs = sorted(folder.glob("*.pack.tar.gz")) if folder.is_dir() else []
-    return {pack_run_id(pack): f"ecdysis/{pack.relative_to(folder.parent.parent).as_posix()}" for pack in packs}
 
 
 def runs_paragraph(rows: Sequence[StudyRow], shipped: dict[str, str]) -> list[str]:

@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 from ecdysis.records import FailureRecord, TerminationReason, ToolCall
-from ecdysis.testing.evolution import between
+from ecdysis.testing.evolution import between, scripted_diagnoser
 
 MODELS = ("model-a", "model-b")
 
@@ -113,8 +113,6 @@ def second_try_aggregator(messages: list[dict[str, Any]], tools: Any, context: d
 def inventing_diagnoser(messages: list[dict[str, Any]], tools: Any, context: dict[str, Any]) -> str:
     """A diagnoser (one change per signature, as :func:`ecdysis.testing.evolution.scripted_diagnoser`) that always
     adds a failure_id found in no record to its first change's evidence."""
-    from ecdysis.testing.evolution import scripted_diagnoser
-
     spec = json.loads(str(scripted_diagnoser(())(messages, tools, context)))
     spec["proposed_changes"][0]["evidence"].append("f-invented")
     return json.dumps(spec)

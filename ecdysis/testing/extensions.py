@@ -11,8 +11,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from ecdysis.extensions import register as add
 from ecdysis.protocols import SandboxBackend
 from ecdysis.sandbox.config import BackendClass, SandboxSection
+from ecdysis.testing.sandbox import InMemoryBackend
 
 
 class MemorySandboxConfig(SandboxSection):
@@ -26,19 +28,13 @@ class MemorySandboxConfig(SandboxSection):
     """Hard lifetime of one sandbox."""
 
     def build(self) -> SandboxBackend:
-        from ecdysis.testing.sandbox import InMemoryBackend
-
         return InMemoryBackend(warm_pool=self.warm_pool, lifetime_s=self.lifetime_s)
 
     def backend_class(self) -> tuple[BackendClass, SandboxSection]:
-        from ecdysis.testing.sandbox import InMemoryBackend
-
         return InMemoryBackend, self
 
 
 def register() -> None:
     """Register ``sandbox: {type: memory}`` (the target of this package's entry point)."""
-    from ecdysis.extensions import register as add
-
     add("sandbox", "memory", "threads of this process, no isolation: trusted test bundles only",
         config=MemorySandboxConfig)

@@ -9,12 +9,17 @@ Example::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from typing import IO, Any
+
+from ecdysis.testing.stub_server import StubServer
+from ecdysis.testing.tau2_replies import known_tasks
 
 REPLY = "ecdysis.testing.tau2_replies:reply"
 MODELS = ("task-gold", "task-repeat", "task-quirky", "user", "diagnoser", "aggregator", "coder", "opencode-coder",
@@ -65,9 +70,6 @@ class LatencyServer:
 
     def stats(self) -> dict[str, Any]:
         """The server's counters (:meth:`ecdysis.llm.StubServer.stats`)."""
-        import json
-        import urllib.request
-
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as response:
             stats: dict[str, Any] = json.loads(response.read())
         return stats
@@ -102,9 +104,6 @@ class LatencyServer:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve until killed; the first stdout line is ``port <n>``."""
-    from ecdysis.testing.stub_server import StubServer
-    from ecdysis.testing.tau2_replies import known_tasks
-
     parser = argparse.ArgumentParser(prog="python -m ecdysis.testing.latency")
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--reply", default=REPLY)

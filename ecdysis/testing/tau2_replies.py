@@ -31,7 +31,9 @@ import threading
 from typing import Any
 
 from ecdysis.benchmarks.tau2 import scripted as tau
+from ecdysis.benchmarks.tau2.domain import TauDomain
 from ecdysis.testing import fdcr
+from ecdysis.testing.aggregation import aggregator
 
 DOMAINS = ("airline", "retail")
 _index_lock = threading.Lock()
@@ -48,8 +50,6 @@ def _opening(task: Any) -> str:
 
 
 def _build_index() -> None:
-    from ecdysis.benchmarks.tau2.domain import TauDomain
-
     with _index_lock:
         if _openings:
             return
@@ -111,14 +111,10 @@ TAG = "--"
 def tagged_model(name: str, domain: str, task_id: str) -> str:
     """``name`` (a task or user role) tagged with one task of ``domain``: the stub serves that task whatever the
     conversation says. Names stay plain (``[a-z0-9-]``): the index into the domain's task list stands for the id."""
-    from ecdysis.benchmarks.tau2.domain import TauDomain
-
     return f"{name}{TAG}{domain}-{list(TauDomain.load(domain).tasks).index(task_id)}"
 
 
 def _tagged_context(tag: str) -> dict[str, Any]:
-    from ecdysis.benchmarks.tau2.domain import TauDomain
-
     domain, _, index = tag.rpartition("-")
     return {"domain": domain, "task_id": list(TauDomain.load(domain).tasks)[int(index)]}
 
@@ -138,8 +134,6 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
     if model == "diagnoser":
         return _diagnoser(messages)
     if model == "aggregator":
-        from ecdysis.testing.aggregation import aggregator
-
         return aggregator(messages, tools, {})
     if model == "coder":
         return tau.coder(messages, tools, {})

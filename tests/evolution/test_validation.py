@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ecdysis.harness import harness_hash
-from ecdysis.harness.validation import check_bundle, validate_bundle
 from ecdysis.protocols import SandboxBackend
 from ecdysis.sandbox import DockerSandboxConfig, docker_available, make_backend
+from ecdysis.sandbox.validation import check_bundle, validate_bundle
 
 
 def bundle(tmp_path: Path, source: str, name: str = "b") -> Path:

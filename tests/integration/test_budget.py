@@ -45,8 +45,7 @@ def test_a_training_run_over_its_budget_stops_and_says_so(local_ray: dict[str, A
     why, and the last event is ``run_failed`` with status stopped."""
     import yaml
 
-    from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
-    from ecdysis.config import parse_config
+    from ecdysis.config import BUILTIN_CONFIGS, parse_config
     from ecdysis.training import TrainingDriver
 
     data = yaml.safe_load((BUILTIN_CONFIGS / "scripted.yaml").read_text())

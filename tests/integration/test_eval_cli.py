@@ -154,7 +154,7 @@ def test_eval_counts_failures_by_the_configs_failure_threshold(local_ray: dict[s
     """A failure is what training calls one: reward below ``training.failure_threshold``, not below 1.0."""
     import yaml
 
-    from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
+    from ecdysis.config import BUILTIN_CONFIGS
     from ecdysis.records import EventKind
 
     data = yaml.safe_load((BUILTIN_CONFIGS / "scripted.yaml").read_text())

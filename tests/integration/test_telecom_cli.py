@@ -18,7 +18,7 @@ import yaml
 from integration_support import tau2_regrade
 
 from ecdysis.benchmarks.tau2.scripted import LINE_FIRST_MARKER, REPEAT_MARKER
-from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
+from ecdysis.config import BUILTIN_CONFIGS
 from ecdysis.records import RoundResult, RunManifest, Trajectory
 from ecdysis.store import ArtifactStore
 

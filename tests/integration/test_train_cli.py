@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
+from ecdysis.config import BUILTIN_CONFIGS
 from ecdysis.records import RoundResult, RunManifest
 from ecdysis.store import ArtifactStore
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
+from ecdysis.config import BUILTIN_CONFIGS
 from ecdysis.records import EventKind, HarnessVersion, Phase, Role, RunEvent
 from ecdysis.store import ArtifactStore
 from tests.services.mlflow_server import free_port, mlflow_server

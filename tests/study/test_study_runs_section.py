@@ -3,8 +3,9 @@ a replay pack by its path in the repository, and says how the rest are regenerat
 
 from __future__ import annotations
 
+from ecdysis.replay.pack import shipped_packs
 from ecdysis.study.results import StudyRow
-from ecdysis.study.table import runs_paragraph, shipped_packs
+from ecdysis.study.table import runs_paragraph
 
 SE_TRAIN = "dbbench-qwen-a49c5331bc-se-train-343e05"
 

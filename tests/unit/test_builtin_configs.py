@@ -2,8 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from ecdysis.cli.train_cmd import BUILTIN_CONFIGS
-from ecdysis.config import load_config
+from ecdysis.config import BUILTIN_CONFIGS, load_config
 
 
 @pytest.mark.parametrize("path", sorted(p for p in BUILTIN_CONFIGS.glob("*.yaml") if not p.stem.startswith("study-")),

@@ -13,14 +13,17 @@ import random
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ecdysis.benchmarks.agentbench.config import AgentBenchDBConfig, AgentBenchOSConfig
 from ecdysis.benchmarks.agentbench.environment import AgentBenchEnvironment
 from ecdysis.benchmarks.agentbench.manifest import DATA_ENV, AgentBenchData
+from ecdysis.benchmarks.agentbench.subset import write_subset
 from ecdysis.benchmarks.episode import run_episode
 from ecdysis.protocols import EpisodeRequest, LLMClient, SandboxBackend
 from ecdysis.records import Split, Task, Trajectory
+
+if TYPE_CHECKING:
+    from ecdysis.benchmarks.agentbench.config import AgentBenchDBConfig, AgentBenchOSConfig
 
 HARNESSES = Path(__file__).resolve().parent / "harnesses"
 
@@ -91,8 +94,6 @@ class _AgentBench:
     def pack_records(self, task_ids: Sequence[str], folder: Path) -> None:
         """Write the records of ``task_ids`` (and the draw's pools, and AgentBench's licence) into ``folder``: the
         data a replay of a run on these tasks needs (:mod:`ecdysis.benchmarks.agentbench.subset`)."""
-        from ecdysis.benchmarks.agentbench.subset import write_subset
-
         self._by_split()
         keep: dict[str, set[int]] = {}
         for task_id in task_ids:
@@ -146,6 +147,7 @@ class _AgentBench:
 class AgentBenchDB(_AgentBench):
     """DBBench: SQL questions and INSERT/UPDATE tasks on one table, in a database of the episode's own."""
 
+    config: AgentBenchDBConfig
     name = "agentbench-db"
     domain = "dbbench"
     answer_tools = ("commit_final_answer",)
@@ -163,7 +165,6 @@ class AgentBenchDB(_AgentBench):
     def _new_service(self) -> Any:
         from ecdysis.benchmarks.agentbench.dbbench import DBBenchService, MariaDBServer
 
-        assert isinstance(self.config, AgentBenchDBConfig)
         return DBBenchService(MariaDBServer(), statement_timeout=self.config.statement_timeout_s)
 
     def system_prompt(self) -> str:
@@ -175,6 +176,7 @@ class AgentBenchDB(_AgentBench):
 class AgentBenchOS(_AgentBench):
     """OS interaction: shell tasks in a task container of the episode's own, graded as upstream does."""
 
+    config: AgentBenchOSConfig
     name = "agentbench-os"
     domain = "os"
     answer_tools = ("answer_action", "finish_action")
@@ -182,7 +184,6 @@ class AgentBenchOS(_AgentBench):
     def _load(self, data: AgentBenchData) -> dict[str, list[Any]]:
         from ecdysis.benchmarks.agentbench.os_interaction import load_tasks
 
-        assert isinstance(self.config, AgentBenchOSConfig)
         train = load_tasks(data, "dev")
         if self.config.train_sample and data.subset is not None:  # the sample is in its pool; records as kept
             train += load_tasks(data, "train")
@@ -198,7 +199,6 @@ class AgentBenchOS(_AgentBench):
     def _new_service(self) -> Any:
         from ecdysis.benchmarks.agentbench.os_interaction import OSService
 
-        assert isinstance(self.config, AgentBenchOSConfig)
         return OSService(command_timeout_s=self.config.command_timeout_s, disk_size=self.config.disk_size)
 
     def system_prompt(self) -> str:

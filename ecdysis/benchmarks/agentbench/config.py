@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB, AgentBenchOS
 from ecdysis.benchmarks.base import BenchmarkSection
+from ecdysis.benchmarks.official import adapter_loader
 from ecdysis.errors import require_extra
-
-if TYPE_CHECKING:
-    from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB, AgentBenchOS
+from ecdysis.extensions import register
 
 
 class _AgentBenchSection(BenchmarkSection):
@@ -30,8 +30,6 @@ class AgentBenchDBConfig(_AgentBenchSection):
 
     def build(self) -> AgentBenchDB:
         require_extra("pymysql", extra="agentbench", needed_by="benchmark 'agentbench-db'")
-        from ecdysis.benchmarks.agentbench.benchmark import AgentBenchDB
-
         return AgentBenchDB(self)
 
 
@@ -52,15 +50,11 @@ class AgentBenchOSConfig(_AgentBenchSection):
     None: no cap asked."""
 
     def build(self) -> AgentBenchOS:
-        from ecdysis.benchmarks.agentbench.benchmark import AgentBenchOS
-
         return AgentBenchOS(self)
 
 
 def register_extensions() -> None:
     """Register ``benchmark: {type: agentbench-db}`` and ``{type: agentbench-os}``."""
-    from ecdysis.extensions import register
-
     register("benchmark", "agentbench-db", "AgentBench DBBench on a host-local MariaDB", config=AgentBenchDBConfig)
     register("benchmark", "agentbench-os", "AgentBench OS interaction in per-episode task containers",
              config=AgentBenchOSConfig)
@@ -68,9 +62,6 @@ def register_extensions() -> None:
 
 def register_exporter() -> None:
     """Register AgentBench's export format (its official results files and evaluator)."""
-    from ecdysis.benchmarks.official import adapter_loader
-    from ecdysis.extensions import register
-
     register("exporter", "agentbench", "upstream's runs.jsonl and overall.json, re-graded by its own checks",
              factory=adapter_loader("ecdysis.benchmarks.agentbench.official"),
              covers=("agentbench-db", "agentbench-os"))

@@ -14,16 +14,14 @@ with an error naming it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 from pathlib import Path
 
+from ecdysis.benchmarks.agentbench.pins import COMMIT, PINNED, AgentBenchDataError
 from ecdysis.benchmarks.agentbench.subset import SUBSET_FILE, Subset
 from ecdysis.usercache import cache_dir
 
-PINNED = json.loads((Path(__file__).parent / "pinned_files.json").read_text())
-COMMIT: str = PINNED["commit"]
 DATA_ENV = "ECDYSIS_AGENTBENCH_DATA"
 """Environment variable naming the data folder when a config does not."""
 
@@ -37,10 +35,6 @@ def find_data_dir() -> Path | None:
         return Path(os.environ[DATA_ENV])
     cached = cache_dir() / "agentbench"
     return cached if (cached / "MANIFEST.json").is_file() else None
-
-
-class AgentBenchDataError(ValueError):
-    """The data folder is missing, or a file in it is missing or is not the pinned one."""
 
 
 _verified: set[tuple[str, str]] = set()

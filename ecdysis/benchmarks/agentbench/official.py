@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ecdysis.benchmarks import build, config_for
 from ecdysis.benchmarks.official import Regrade, file_slug
 from ecdysis.metrics import is_success
 from ecdysis.records import TerminationReason, Trajectory
@@ -47,8 +48,6 @@ _lock = threading.Lock()
 
 def _benchmark(name: str) -> Any:
     """The benchmark of this name with its default config, one per process (its services are reused)."""
-    from ecdysis.benchmarks import build, config_for
-
     with _lock:
         if name not in _benchmarks:
             _benchmarks[name] = build(config_for(name))

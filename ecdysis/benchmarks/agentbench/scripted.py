@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any
 
+from ecdysis.benchmarks import config_for
 from ecdysis.testing.evolution import CannotApply, Edits, Fix, scripted_coder, scripted_diagnoser, tool_call
 
 REMINDER = "Submit your answer by calling"
@@ -29,8 +30,6 @@ OUTPUT_PREFIX = "The output of the OS:\n\n"
 
 @functools.cache
 def _benchmark(name: str) -> Any:
-    from ecdysis.benchmarks import config_for
-
     return config_for(name).build()
 
 

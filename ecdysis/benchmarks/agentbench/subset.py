@@ -21,6 +21,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ecdysis.benchmarks.agentbench.pins import COMMIT, AgentBenchDataError
+
 if TYPE_CHECKING:
     from ecdysis.benchmarks.agentbench.manifest import AgentBenchData
 
@@ -74,8 +76,6 @@ def write_subset(data: AgentBenchData, keep: dict[str, set[int]], pools: dict[st
                  prefix: str) -> None:
     """Write into ``folder`` every record file under ``prefix`` holding only the records ``keep`` names (by file and
     position), the draw's ``pools``, and AgentBench's licence and notice."""
-    from ecdysis.benchmarks.agentbench.manifest import COMMIT
-
     folder.mkdir(parents=True, exist_ok=True)
     files = [n for n in record_files(data.names(prefix))]
     for name in files:
@@ -106,8 +106,6 @@ class Subset:
     """A subset folder's ``SUBSET.json``, checked: known files, the pinned commit, well-formed pools."""
 
     def __init__(self, root: Path) -> None:
-        from ecdysis.benchmarks.agentbench.manifest import COMMIT, AgentBenchDataError
-
         try:
             meta: Any = json.loads((root / SUBSET_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
@@ -127,8 +125,6 @@ class Subset:
 
     def verify(self, name: str, path: Path) -> None:
         """Refuse ``path`` unless every record it holds is the pinned record of its file and position."""
-        from ecdysis.benchmarks.agentbench.manifest import AgentBenchDataError
-
         if name not in self.files:
             raise AgentBenchDataError(f"{name} is not among the AgentBench records in {self.root} (a replay pack "
                                       "carries only the files of its run's benchmark)")

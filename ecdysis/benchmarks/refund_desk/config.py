@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from ecdysis.benchmarks.base import BenchmarkSection
+from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
+from ecdysis.extensions import register
 
 if TYPE_CHECKING:
     from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
@@ -23,13 +25,9 @@ class RefundDeskConfig(BenchmarkSection):
     """Trials per task in the held-out evaluation."""
 
     def build(self) -> RefundDeskBenchmark:
-        from ecdysis.benchmarks.refund_desk.benchmark import RefundDeskBenchmark
-
         return RefundDeskBenchmark()
 
 
 def register_extensions() -> None:
     """Register ``benchmark: {type: refund-desk}``."""
-    from ecdysis.extensions import register
-
     register("benchmark", "refund-desk", "a tiny refund desk for fast loop tests and demos", config=RefundDeskConfig)

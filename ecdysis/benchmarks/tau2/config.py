@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ecdysis.benchmarks.base import BenchmarkSection
+from ecdysis.benchmarks.official import adapter_loader
+from ecdysis.benchmarks.tau2.benchmark import DEFAULT_DOMAIN, Tau2Benchmark
 from ecdysis.errors import require_extra
-
-if TYPE_CHECKING:
-    from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
+from ecdysis.extensions import register
 
 
 class Tau2Config(BenchmarkSection):
@@ -16,7 +16,7 @@ class Tau2Config(BenchmarkSection):
 
     type: Literal["tau2"] = "tau2"
     """Selects τ²-bench (the default when a config names no type)."""
-    domain: Literal["airline", "retail", "mock", "telecom"] = "airline"
+    domain: Literal["airline", "retail", "mock", "telecom"] = DEFAULT_DOMAIN
     """τ²-bench domain. ``telecom`` is dual control: the simulated user has a phone with tools of its own, which run
     on the trusted side, and the grade covers the user's device as well as the agent's actions."""
 
@@ -26,23 +26,16 @@ class Tau2Config(BenchmarkSection):
 
     def build(self) -> Tau2Benchmark:
         require_extra("tau2", extra="tau2", needed_by="benchmark 'tau2'")
-        from ecdysis.benchmarks.tau2.benchmark import Tau2Benchmark
-
         return Tau2Benchmark(self)
 
 
 def register_extensions() -> None:
     """Register ``benchmark: {type: tau2}``."""
-    from ecdysis.extensions import register
-
     register("benchmark", "tau2", "τ²-bench: airline, retail, telecom or mock, with a simulated user",
              config=Tau2Config)
 
 
 def register_exporter() -> None:
     """Register τ²'s export format (its official results files and evaluator)."""
-    from ecdysis.benchmarks.official import adapter_loader
-    from ecdysis.extensions import register
-
     register("exporter", "tau2", "τ²'s results files (Results.load, tau2 view), re-graded by evaluate_simulation",
              factory=adapter_loader("ecdysis.benchmarks.tau2.official"), covers=("tau2",))

@@ -34,6 +34,10 @@ DUAL_CONTROL = frozenset({"telecom"})
 """Domains where the simulated user has tools of its own (a phone) and every task starts from an initial state
 (τ²'s ``initialization_actions`` on the agent's DB and on the user's device) and is graded on assertions about both."""
 
+SUPPORTED_BASES = frozenset({"DB", "COMMUNICATE", "ENV_ASSERTION"})
+"""The reward bases Ecdysis grades as τ² does (a task whose basis has others is unsupported)."""
+DUAL_CONTROL_BASES = frozenset({"DB", "COMMUNICATE", "ENV_ASSERTION", "ACTION"})
+"""The same for dual-control (telecom) tasks."""
 PAPER_TASKS_PER_SPLIT = 20
 """Per the paper: 20 training and 20 test tasks drawn with a fixed seed from τ²'s own splits."""
 
@@ -253,8 +257,6 @@ class TauDomain:
     def unsupported_reason(self, task_id: str) -> str | None:
         """Why Ecdysis cannot run ``task_id`` (an initial state, environment assertions, or a reward basis beyond
         DB + communicated info), or None. No airline or retail task has any of these; a few mock tasks do."""
-        from ecdysis.benchmarks.tau2.grading import SUPPORTED_BASES
-
         task = self.task(task_id)
         criteria = task.evaluation_criteria
         if self.dual_control:
@@ -291,8 +293,6 @@ def _dual_control_unsupported(task: Any) -> str | None:
     """Why a telecom task cannot run: only ``initialization_actions`` are reproduced (no initialization data, no
     message history), and only DB, ENV_ASSERTION, ACTION and COMMUNICATE grades (no NL assertions). No telecom task
     has any of these."""
-    from ecdysis.benchmarks.tau2.grading import DUAL_CONTROL_BASES
-
     state, criteria = task.initial_state, task.evaluation_criteria
     if state is not None and state.initialization_data is not None:
         return "it starts from initialization data"

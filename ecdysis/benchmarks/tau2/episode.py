@@ -24,8 +24,10 @@ from ecdysis.benchmarks.tau2 import transcript
 from ecdysis.benchmarks.tau2.domain import TauDomain
 from ecdysis.benchmarks.tau2.grading import grade
 from ecdysis.benchmarks.tau2.user import EmptyUserReply, UserSimulator, UserSimulatorError, UserToolLoop
+from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded
 from ecdysis.protocols import LLMClient
 from ecdysis.records import TerminationReason, TokenUsage
+from ecdysis.sandbox.driver import EndEpisode
 
 
 class Tau2Environment:
@@ -46,9 +48,7 @@ class Tau2Environment:
         self.config = {"domain": domain.name, "write_tools": sorted(domain.write_tools)}
 
     def respond(self, text: str, *, deadline: float | None) -> tuple[str, bool]:
-        from ecdysis.llm.errors import BudgetExceeded, DeadlineExceeded
         from ecdysis.llm.retry import is_input_rejection
-        from ecdysis.sandbox.driver import EndEpisode
 
         try:
             reply = self.user.respond(text, deadline=deadline)

@@ -28,11 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ecdysis.benchmarks.tau2.domain import TauDomain
+from ecdysis.benchmarks.tau2.domain import SUPPORTED_BASES, TauDomain
 from ecdysis.records import TerminationReason
-
-SUPPORTED_BASES = frozenset({"DB", "COMMUNICATE", "ENV_ASSERTION"})
-DUAL_CONTROL_BASES = frozenset({"DB", "COMMUNICATE", "ENV_ASSERTION", "ACTION"})
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ecdysis.evolution.acceptance.seam import AcceptancePolicy, AcceptanceSection, Decision, TrainingResults
+from ecdysis.extensions import register
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,5 @@ class StrictAcceptance(AcceptanceSection):
 
 def register_extensions() -> None:
     """Register ``strict``."""
-    from ecdysis.extensions import register
-
     register("acceptance", "strict", "keep a candidate iff its training score is strictly above the base's",
              config=StrictAcceptance)

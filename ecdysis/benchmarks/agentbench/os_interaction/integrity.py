@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import tarfile
+from base64 import b64decode
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from posixpath import dirname, join
@@ -93,9 +95,6 @@ def _states(client: Any, container_id: str, path: str) -> dict[str, State]:
 
 def _folder_state(client: Any, container_id: str, path: str) -> State | None:
     """("dir", "") when ``path`` is still a folder, read from the archive endpoint's stat header alone."""
-    import json
-    from base64 import b64decode
-
     response = client.api.head(client.api._url("/containers/{0}/archive", container_id), params={"path": path})
     if response.status_code == 404:
         return None

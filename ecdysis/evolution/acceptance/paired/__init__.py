@@ -3,6 +3,7 @@
 
 from ecdysis.evolution.acceptance.paired.policy import PairedAcceptance, PairedImprovement
 from ecdysis.evolution.acceptance.paired.statistics import Bootstrap, bootstrap, paired_differences, sign_test
+from ecdysis.extensions import register
 
 __all__ = ["Bootstrap", "PairedAcceptance", "PairedImprovement", "bootstrap", "paired_differences",
            "register_extensions", "sign_test"]
@@ -10,7 +11,5 @@ __all__ = ["Bootstrap", "PairedAcceptance", "PairedImprovement", "bootstrap", "p
 
 def register_extensions() -> None:
     """Register ``paired``."""
-    from ecdysis.extensions import register
-
     register("acceptance", "paired", "keep a candidate iff its per-task improvement clears a one-sided sign or "
              "bootstrap test", config=PairedAcceptance)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ecdysis.harness.checks import MAX_BUNDLE_BYTES, MAX_BUNDLE_FILES, ValidationResult, check_bundle
 from ecdysis.protocols import SandboxBackend
+from ecdysis.sandbox.driver import run_protocol
 
 __all__ = ["ValidationResult", "check_bundle", "run_selftest", "validate_bundle"]
 
@@ -24,8 +25,6 @@ def run_selftest(backend: SandboxBackend, bundle_dir: Path, bundle_hash: str, *,
     Self-test mode serves no operations (no model, user or tools). A sandbox that cannot start or dies is a failed
     validation, never an exception.
     """
-    from ecdysis.sandbox.driver import run_protocol  # the sandbox package is only needed when validating
-
     try:
         sandbox = backend.acquire(bundle_dir, bundle_hash)
     except Exception as exc:
