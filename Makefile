@@ -79,7 +79,10 @@ test-fast: setup
 
 # Line coverage of ecdysis/ over the whole suite, CLI subprocesses and Ray workers included (pyproject.toml's
 # [tool.coverage.run]); prints the per-file table and the total that tests/README.md keeps.
-COVERAGE_ENV := COVERAGE_FILE=$(CURDIR)/.coverage-data/.coverage
+# tests/services/coverage_site saves a measured process's data before os._exit, which the `ecdysis` console script
+# and Ray's workers end with (coverage.py would otherwise never save what a CLI subprocess ran).
+COVERAGE_ENV := COVERAGE_FILE=$(CURDIR)/.coverage-data/.coverage \
+	PYTHONPATH=$(CURDIR)/tests/services/coverage_site$(if $(PYTHONPATH),:$(PYTHONPATH))
 coverage: setup sandbox-ready local-runtime
 	@rm -rf .coverage-data && mkdir -p .coverage-data; rc=0; \
 	$(COVERAGE_ENV) $(PY) -m coverage run -m pytest -q $(XDIST) $(PYTEST_ARGS) || rc=$$?; \
