@@ -10,10 +10,10 @@ SETUP_STAMP := $(VENV)/.ecdysis-setup.stamp
 DEMO_STAMP := $(VENV)/.ecdysis-demo.stamp
 LOCAL_STAMP := $(VENV)/.ecdysis-local-runtime.stamp
 PYTEST_ARGS ?=
-# The suite runs its modules on this many pytest-xdist workers (a module stays on one worker, with its fixtures): half
-# of its time is spent waiting on Ray, Docker, MariaDB and subprocesses, so 2 workers keep 2 cores busy.
-# `make test TEST_WORKERS=0` runs it in this process alone.
-TEST_WORKERS ?= 2
+# The suite runs its modules on this many pytest-xdist workers (a module stays on one worker, with its fixtures): most
+# of its time is spent waiting on Ray, Docker, MariaDB, latency servers and subprocesses (beside two CPU hogs it took
+# 1.33x its quiet time, not 2x), so 3 workers keep 2 cores busy. `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 # AgentBench's data is never part of the project, and the package looks for it only at $ECDYSIS_AGENTBENCH_DATA and in
 # the user's cache (~/.cache/ecdysis/agentbench). Where the workplace keeps a shared copy in or beside this checkout
