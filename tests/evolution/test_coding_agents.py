@@ -87,8 +87,14 @@ def test_the_cli_makes_the_same_fix_as_the_builtin_coder(config: OpenCodeConfig 
                                                           gateway: Gateway, memory_backend: SandboxBackend) -> None:
     """The whole round with each CLI as the coder, its episodes on the in-memory sandbox: the same round on the process
     sandbox is ``test_tau_loop``'s, and nothing of the coder's step depends on the episodes' sandbox."""
+    cli_round_makes_the_builtin_fix(config, coder, requests, tmp_path, store, gateway, memory_backend)
+
+
+def cli_round_makes_the_builtin_fix(config: OpenCodeConfig | AiderConfig, coder: str, requests: int, tmp_path: Path,
+                                    store: ArtifactStore, gateway: Gateway, backend: SandboxBackend) -> None:
+    """Two rounds with ``config``'s CLI as the coder and ``backend`` running the episodes: round 0 is accepted with
+    the built-in coder's fix, made by the CLI in one run of exactly ``requests`` model requests."""
     _needs(config)
-    backend = memory_backend
     run_id = f"tau-{config.type}"
     settings = LoopSettings(run_id=run_id, method="ecdysis", harness_dir=HUMAN, workspace=tmp_path / "ws",
                             max_rounds=2)

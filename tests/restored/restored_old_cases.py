@@ -26,11 +26,9 @@ from dbbench_support import needs_mariadb  # noqa: E402
 from integration_support import cluster_with_product_settings  # noqa: E402
 
 from ecdysis.cli.demo_replay import bundled_pack  # noqa: E402
-from ecdysis.coders import AiderConfig, OpenCodeConfig, SandboxedCLIAgent  # noqa: E402
-from ecdysis.evolution import DiagnoserParts, LoopSettings, TrainingLoop, method  # noqa: E402
+from ecdysis.coders import AiderConfig, OpenCodeConfig  # noqa: E402
 from ecdysis.llm import Gateway  # noqa: E402
 from ecdysis.protocols import SandboxBackend  # noqa: E402
-from ecdysis.records import Role  # noqa: E402
 from ecdysis.store import ArtifactStore  # noqa: E402
 from tests.evolution import test_coding_agents as coding_agents  # noqa: E402
 from tests.evolution import test_tau_telecom_loop as telecom_loop  # noqa: E402
@@ -81,33 +79,7 @@ def test_train_fixes_it_with_an_external_coding_agent(coder: OpenCodeConfig | Ai
 def test_the_cli_makes_the_same_fix_as_the_builtin_coder(config: OpenCodeConfig | AiderConfig, coder: str,
                                                           requests: int, tmp_path: Path, store: ArtifactStore,
                                                           gateway: Gateway, process_backend: SandboxBackend) -> None:
-    backend = process_backend
-    coding_agents._needs(config)
-    run_id = f"tau-{config.type}"
-    settings = LoopSettings(run_id=run_id, method="ecdysis", harness_dir=coding_agents.HUMAN,
-                            workspace=tmp_path / "ws", max_rounds=2)
-    diagnoser = method("ecdysis").diagnoser(DiagnoserParts(llm=gateway, model=f"{TAU}:diagnoser"))
-    agent = coding_agents.Recorder(SandboxedCLIAgent(gateway, f"{TAU}:{coder}", config))
-    result = TrainingLoop(settings, store, gateway, backend, coding_agents._evaluate(backend, gateway, run_id),
-                          diagnoser, agent).run()
-
-    first = result.rounds[0]
-    assert first.base_score == pytest.approx(0.25) and first.n_failures == 3
-    assert first.accepted and first.candidate_score == pytest.approx(1.0), first.note
-    assert result.final_score == pytest.approx(1.0)
-    (version,) = [v for v in store.read("harness_versions", run_id=run_id) if v.parent_hash]
-    assert version.accepted and coding_agents.REPEAT_MARKER in version.diff and "+++ b/loop.py" in version.diff
-    assert sorted(coding_agents._changed(version.diff)) == ["loop.py"]
-
-    [run] = agent.runs
-    assert run.exit_code == 0 and run.changed == ["loop.py"]
-    assert len(run.requests) == requests
-    if config.type == "opencode":
-        assert [r["tools"] == [] for r in run.requests] == [True, False, False]
-        assert "bash" not in run.requests[1]["tools"] and "webfetch" not in run.requests[1]["tools"]
-        assert run.requests[1]["tool_calls"] == ["edit"] and run.requests[2]["roles"][-1] == "tool"
-    coder_calls = [c for c in store.read("llm_calls", run_id=run_id) if c.role == Role.CODER]
-    assert len(coder_calls) == requests
+    coding_agents.cli_round_makes_the_builtin_fix(config, coder, requests, tmp_path, store, gateway, process_backend)
 
 
 # 3. test_tau_telecom_loop.py at 0b337bf, its `backend` param "process".
