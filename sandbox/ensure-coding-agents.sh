@@ -18,6 +18,7 @@ AIDER_VERSION=0.86.2
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${ECDYSIS_CODING_AGENTS_DIR:-${ECDYSIS_CACHE_DIR:-$HOME/.cache/ecdysis}/coding-agents}"
 PYTHON="${PYTHON:-python3}"
+[[ -L $dest && ! -e $dest ]] && rm -f "$dest"  # a link to a checkout's install that has since been deleted
 if [[ ! -e $dest && -d $root/.coding-agents ]]; then
     mkdir -p "$(dirname "$dest")"
     ln -s "$root/.coding-agents" "$dest" && echo "ensure-coding-agents: $dest links to the install in $root/.coding-agents"
