@@ -73,7 +73,8 @@ test: setup sandbox-ready local-runtime
 # sandbox and the scripted models. The markers are listed in pyproject.toml. Its tests are independent and short, so
 # they are dealt out one by one to the workers (759 tests: 103 s in one process, 68 s on 2 workers, 2 quiet cores).
 FAST_DESELECT := not (docker or sandbox or ray or mariadb or browser or s3 or coding_agent or slow or live or cluster)
-XDIST_FAST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS))
+FAST_WORKERS ?= 2
+XDIST_FAST = $(if $(filter 0,$(FAST_WORKERS)),-p no:xdist,-n $(FAST_WORKERS))
 test-fast: setup
 	@rc=0; $(PY) -m pytest -q $(XDIST_FAST) -m "$(FAST_DESELECT)" $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
